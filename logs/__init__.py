@@ -1,10 +1,7 @@
-"""The HDF5 session format: writer, reader, recovery, import and export.
+"""The HDF5 session format (``docs/FORMAT.md``): writer, reader, recovery, import, export.
 
-See ``docs/FORMAT.md`` for the layout, field by field.
-
-The names below load on first use (PEP 562), so importing one light submodule
-(``logs.exporters``' format list, ``logs.importers``' reader table) does not load
-h5py: the CLI builds its command tree without it.
+The names below load on first use (PEP 562): importing a light submodule (the CLI's
+format lists) does not load h5py.
 """
 
 from __future__ import annotations

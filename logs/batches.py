@@ -75,12 +75,10 @@ class LidarTurns:
 
     @property
     def n_turns(self) -> int:
-        """Number of turns."""
         return int(self.t_first_ns.size)
 
     @property
     def n_points(self) -> int:
-        """Number of points over all turns."""
         return int(self.angle.size)
 
     @property
@@ -107,7 +105,6 @@ class LidarTurns:
 
     @classmethod
     def empty(cls) -> LidarTurns:
-        """A batch with no turns."""
         return cls(*([np.empty(0)] * 9))
 
     @classmethod

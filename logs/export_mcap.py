@@ -19,8 +19,7 @@ import numpy as np
 from sensorbench.errors import SessionError
 from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
-from sensorbench.logs.rosbag_read import Progress
-from sensorbench.logs.rosbag_specs import BODY_FRAME, SEQ_JOINT, YAW_JOINT
+from sensorbench.logs.rosbag_streams import BODY_FRAME, SEQ_JOINT, YAW_JOINT, Progress
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 from sensorbench.logs.values import Batch, exportable
@@ -190,16 +189,14 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
             yield t0, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
-def _pose_items(
-    b: _Builder, s: Session, name: str, child: str | None, extra: dict[str, np.ndarray]
-) -> Iterator[Item]:
+def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterator[Item]:
     """PoseStamped, flags and the Path; for an estimate (``child`` given) Odometry (with
-    the ``extra`` columns ``covariance``, ``twist``, ``twist_covariance`` the pose group
-    has) and /tf."""
+    the :data:`ODOMETRY_COLUMNS` the pose group has) and /tf."""
     stream = s.pose(name)
     pb, kept = b.checked(f"pose/{name}", stream.read(validate=False))
-    if kept is not None:
-        extra = {k: v[kept] for k, v in extra.items()}
+    group = s.h5[f"pose/{name}"]
+    extra = {k: group[k][:] if kept is None else group[k][:][kept]
+             for k in ODOMETRY_COLUMNS if k in group}  # fmt: skip
     attrs = stream.attrs
     parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
     keep = np.flatnonzero(pb.valid)
@@ -310,11 +307,6 @@ ODOMETRY_COLUMNS = ("covariance", "twist", "twist_covariance")
 them; ``live`` writes ``covariance``)."""
 
 
-def _odometry_columns(session: Session, name: str) -> dict[str, np.ndarray]:
-    group = session.h5[f"pose/{name}"]
-    return {k: np.asarray(group[k][:]) for k in ODOMETRY_COLUMNS if k in group}
-
-
 def export_mcap(
     session: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -355,8 +347,7 @@ def export_mcap(
         start = first or 0
         sources: list[Iterator[Item]] = [_mount_items(b, s, lidars, start)]
         sources += [_lidar_items(b, s, n, result) for n in lidars]
-        sources += [_pose_items(b, s, n, children.get(n), _odometry_columns(s, n))
-                    for n in poses]  # fmt: skip
+        sources += [_pose_items(b, s, n, children.get(n)) for n in poses]
         sources += [_encoder_items(b, s, n) for n in encoders]
         streams: list[Any] = [*map(s.lidar, lidars), *map(s.pose, poses), *map(s.encoder, encoders)]
         total = max(1, sum(map(len, streams)))  # messages, about: for progress only

@@ -1,12 +1,6 @@
-"""Time order of imported samples: backwards steps, repeated stamps and what they mean.
-
-Stamps must not step backwards, nor forwards by more than :data:`MAX_STEP_S`. Repeated
-stamps follow a policy: ``error`` (refuse), ``first`` or ``last`` (default) sample of each
-run; every dropped line is reported. Under ``last`` a kept pose that differs from the one
-it replaces by more than the file's own noise allows (χ²₃ test at
-:data:`FALSE_FLAG_PROBABILITY`, σ floored at :data:`NOISE_FLOOR`) is flagged
-``RELOCALIZED`` (docs/FORMAT.md, "Repeated timestamps").
-"""
+"""Time order of imported samples: no step back, none forward over :data:`MAX_STEP_S`,
+repeated stamps by ``--duplicates`` policy, and the RELOCALIZED flag of a kept pose that
+corrects the one it replaces (docs/FORMAT.md, "Repeated timestamps")."""
 
 from __future__ import annotations
 
@@ -53,7 +47,7 @@ def _listed(path: Path, lines: np.ndarray) -> str:
 
 def order_times(path: Path, lines: np.ndarray, t_ns: np.ndarray, policy: str) -> TimeOrder:
     """Check time order of ``t_ns`` (ns, file order; ``lines``: each sample's file line)
-    and resolve repeated stamps by ``policy`` (see module docstring).
+    and resolve repeated stamps by ``policy`` (one of :data:`DUPLICATE_POLICIES`).
 
     Raises:
         ImportFormatError: a backwards step (every offending line named, up to

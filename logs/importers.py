@@ -1,4 +1,4 @@
-"""Import foreign files into sessions: mocap and pose logs (TUM, EuRoC, Motive CSV), pod CSV.
+"""Import foreign files into sessions: mocap and pose logs (TUM, EuRoC, Motive, KITTI), pod CSV.
 
 Every parser reads its file in bounded chunks, a column at a time, through
 :mod:`~sensorbench.logs.text_table`, and fails with ``file:line:column: what is wrong``
@@ -20,7 +20,7 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
-from sensorbench.logs.import_times import flag_corrections, order_times
+from sensorbench.logs.import_times import TimeOrder, flag_corrections, order_times
 from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
@@ -59,14 +59,13 @@ def _y_up_to_z_up(v: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Imported:
-    """A parsed file: its samples and the attributes to store with the stream."""
+    """A parsed file: its samples, the attributes to store with the stream, and the lines
+    dropped or flagged as :class:`ImportStream` lists them."""
 
     batch: PoseBatch | EncoderBatch | LidarTurns
     attrs: dict[str, Any] = field(default_factory=dict)
     dropped_lines: list[int] = field(default_factory=list)
-    """File lines dropped because their stamp repeats (``--duplicates``)."""
     relocalized_lines: list[int] = field(default_factory=list)
-    """File lines of kept poses flagged RELOCALIZED because they corrected a repeat."""
 
 
 class ImportStream(NamedTuple):
@@ -195,6 +194,34 @@ def _whole_runs(
         yield held
 
 
+def _ordered(
+    path: Path,
+    chunks: Iterable[dict[str, np.ndarray]],
+    key: str,
+    duplicates: str,
+    dropped: list[int],
+    check: Callable[[dict[str, np.ndarray]], None] | None = None,
+) -> Iterator[tuple[dict[str, np.ndarray], TimeOrder, np.ndarray]]:
+    """The rows of ``chunks`` a unit of whole runs of equal ``key`` stamps at a time
+    (:func:`_whole_runs`: ``duplicates`` sees every run whole), each unit after the last row
+    kept before it (``check``, then time order, see :mod:`sensorbench.logs.import_times`):
+    (those rows, their order, the rows to write)."""
+    last: dict[str, np.ndarray] | None = None  # the last row kept
+    for unit in _whole_runs(path, chunks, key):
+        ctx = _joined(last, unit)
+        if check is not None:
+            check(ctx)
+        order = order_times(path, ctx["lines"], ctx[key], duplicates)
+        dropped += order.dropped_lines
+        keep = order.keep.copy()
+        keep[0] &= last is None  # written with the unit before
+        yield ctx, order, keep
+        end = int(np.flatnonzero(order.keep)[-1])
+        last = _rows(ctx, slice(end, end + 1))
+    if last is None:
+        raise ImportFormatError(f"{path}: no samples")
+
+
 def _pose_batches(
     path: Path,
     chunks: Iterable[dict[str, np.ndarray]],
@@ -202,14 +229,10 @@ def _pose_batches(
     dropped: list[int],
     relocalized: list[int],
 ) -> Iterator[PoseBatch]:
-    """The poses of ``chunks`` (:func:`_pose_chunk`), checked and de-duplicated a unit of
-    whole runs at a time, each after the last pose kept before it (see
-    :mod:`sensorbench.logs.import_times`)."""
-    last: dict[str, np.ndarray] | None = None
-    for unit in _whole_runs(path, chunks, "t"):
-        ctx = _joined(last, unit)
+    """The poses of ``chunks`` (:func:`_pose_chunk`), checked and de-duplicated
+    (:func:`_ordered`)."""
+    for ctx, order, keep in _ordered(path, chunks, "t", duplicates, dropped):
         t, flags = ctx["t"], ctx["flags"]
-        order = order_times(path, ctx["lines"], t, duplicates)
         if not order.keep.all():  # a flag on any line of a run of equal stamps holds for the run
             new_run = np.r_[True, np.diff(t) != 0]
             flags = np.bitwise_or.reduceat(flags, np.flatnonzero(new_run))[np.cumsum(new_run) - 1]
@@ -217,15 +240,8 @@ def _pose_batches(
             corrected = flag_corrections(order, t, ctx["pos"], ctx["quat"], ctx["valid"])
             flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
             relocalized += [int(n) for n in ctx["lines"][corrected]]
-        dropped += order.dropped_lines
-        keep = order.keep.copy()
-        keep[0] &= last is None  # kept with the unit before
         pos, quat, valid = ctx["pos"][keep], ctx["quat"][keep], ctx["valid"][keep]
         yield PoseBatch.from_arrays(t[keep], pos, quat, valid, flags[keep])
-        end = int(np.flatnonzero(order.keep)[-1])
-        last = _rows(ctx, slice(end, end + 1))
-    if last is None:
-        raise ImportFormatError(f"{path}: no samples")
 
 
 def _pose_stream(
@@ -658,32 +674,6 @@ def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> No
             )
 
 
-def _pod_batches(
-    path: Path,
-    p: PodTable,
-    chunks: Iterable[dict[str, np.ndarray]],
-    duplicates: str,
-    dropped: list[int],
-) -> Iterator[EncoderBatch]:
-    """The frames of ``chunks``, checked and de-duplicated a unit of whole runs at a time
-    (:func:`_whole_runs`: ``duplicates`` sees every run whole), each after the last frame
-    written before it (time order, counter steps)."""
-    last: dict[str, np.ndarray] | None = None  # the last frame written
-    for unit in _whole_runs(path, chunks, "host"):
-        ctx = _joined(last, unit)
-        check_pod_columns(path, ctx, p)
-        order = order_times(path, ctx["lines"], ctx["host"], duplicates)
-        dropped += order.dropped_lines
-        keep = order.keep.copy()
-        keep[0] &= last is None  # written with the chunk before
-        end = int(np.flatnonzero(order.keep)[-1])
-        cols = ("host", "dev", "seq", "counts", "yaw", "yaw_rate")
-        yield EncoderBatch(*(ctx[c][keep] for c in cols))
-        last = _rows(ctx, slice(end, end + 1))
-    if last is None:
-        raise ImportFormatError(f"{path}: no samples")
-
-
 def stream_pod_csv(
     path: str | os.PathLike[str],
     columns: dict[str, str] | None = None,
@@ -733,7 +723,11 @@ def stream_pod_csv(
         **_column_map(mapping),
     }
     dropped: list[int] = []
-    batches = _pod_batches(path, table, chunks, duplicates, dropped)
+    cols = ("host", "dev", "seq", "counts", "yaw", "yaw_rate")
+    units = _ordered(
+        path, chunks, "host", duplicates, dropped, lambda u: check_pod_columns(path, u, table)
+    )
+    batches = (EncoderBatch(*(u[c][keep] for c in cols)) for u, _, keep in units)
     return ImportStream(attrs, batches, duplicates, dropped, [], len(counters))
 
 
@@ -839,10 +833,79 @@ def _pose_csv_columns(
     return col
 
 
-def _stream_kitti(path: str | os.PathLike[str], **options: Any) -> ImportStream:
-    from sensorbench.logs.import_kitti import stream_kitti  # it builds on this module
+ROTATION_TOLERANCE = 0.01
+"""Largest accepted |RᵀR − I| entry and |det R − 1| before R is projected to a rotation."""
 
-    return stream_kitti(path, **options)
+_NAMES = ("r11", "r12", "r13", "tx", "r21", "r22", "r23", "ty", "r31", "r32", "r33", "tz")
+
+
+def stream_kitti(
+    path: str | os.PathLike[str],
+    times: str | os.PathLike[str] | None = None,
+    max_position_m: float = MAX_ABS_POSITION_M,
+    duplicates: str = "last",
+) -> ImportStream:
+    """KITTI poses from ``path`` with their times, one (s) per pose line, from ``times``;
+    both read a chunk at a time. ``max_position_m``: largest accepted |coordinate| (m).
+
+    Raises:
+        ImportFormatError: no times file, a count mismatch (both counts named), a row
+            without 12 numbers, a non-number (``FILE:LINE:COLUMN``), a matrix that is
+            not a rotation, a time out of range or stepping backwards.
+    """
+    path = Path(path)
+    if times is None:
+        raise ImportFormatError(f"{path}: KITTI poses carry no times; give --times FILE")
+    times = Path(times)
+    stamps = tables(times, content_lines(times, comments=True), None, 1,
+                    "expected one time (s), got {n} cells")  # fmt: skip
+    what = "expected 12 numbers (a 3x4 matrix [R|t], row-major), got {n}"
+    poses = tables(path, content_lines(path, comments=True), None, 12, what)
+
+    def chunks() -> Iterator[dict[str, np.ndarray]]:
+        counts = [0, 0]  # poses, times
+        for tp, tt in itertools.zip_longest(poses, stamps):
+            counts[0] += 0 if tp is None else len(tp.lines)
+            counts[1] += 0 if tt is None else len(tt.lines)
+            if tp is None or tt is None or counts[0] != counts[1]:  # both totals named
+                counts[0] += sum(len(t.lines) for t in poses)
+                counts[1] += sum(len(t.lines) for t in stamps)
+                raise ImportFormatError(
+                    f"{path} has {counts[0]} poses but {times} has {counts[1]} times; "
+                    "each pose line needs the time on the same line of the times file"
+                )
+            yield _kitti_chunk(tp, times_ns(tt, 0, "time", "s"), max_position_m)
+        attrs["times_sha256"] = file_sha256(times)  # once read: a bad file is refused first
+
+    attrs = {
+        "source_format": "kitti",
+        "time_base": "times file (s)",
+        "frame": "KITTI camera frame of the first pose (x right, y down, z forward), as given",
+        "times_file": times.name,
+    }
+    return _pose_stream(path, chunks(), attrs, duplicates)
+
+
+def _kitti_chunk(t: Table, t_ns: np.ndarray, max_position_m: float) -> dict[str, np.ndarray]:
+    """A chunk's poses: the 3x3 part must be a rotation (projected to the nearest one)."""
+    from scipy.spatial.transform import Rotation
+
+    mat = np.stack([floats(t, j, n) for j, n in enumerate(_NAMES)], axis=1).reshape(-1, 3, 4)
+    rot, pos = mat[:, :, :3], mat[:, :, 3]
+    ortho = np.abs(np.transpose(rot, (0, 2, 1)) @ rot - np.eye(3)).max(axis=(1, 2))
+    det = np.linalg.det(rot)
+    bad = np.flatnonzero((ortho > ROTATION_TOLERANCE) | (np.abs(det - 1.0) > ROTATION_TOLERANCE))
+    if bad.size:
+        k = int(bad[0])
+        raise ImportFormatError(
+            f"{t.path}:{t.lines[k]}: the 3x3 part is not a rotation (|R^T R - I| up to "
+            f"{ortho[k]:.3g}, det {det[k]:.4f}; tolerance {ROTATION_TOLERANCE}; "
+            f"{bad.size} such line(s) in lines {t.lines[0]}-{t.lines[-1]}); is this a KITTI "
+            "pose file?"
+        )
+    _check_positions(t.path, t.lines, pos, [(4, "tx"), (8, "ty"), (12, "tz")], max_position_m)
+    quat = Rotation.from_matrix(rot).as_quat()  # the nearest rotation: rounding removed
+    return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(len(pos), bool))
 
 
 READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
@@ -855,8 +918,8 @@ READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
     ("mocap", "csv"): stream_pose_csv,
     ("pose", "csv"): stream_pose_csv,
     ("pods", "csv"): stream_pod_csv,
-    ("mocap", "kitti"): _stream_kitti,
-    ("pose", "kitti"): _stream_kitti,
+    ("mocap", "kitti"): stream_kitti,
+    ("pose", "kitti"): stream_kitti,
 }
 """(what, format) -> parser."""
 
@@ -872,16 +935,13 @@ def refuse_impossible(
 
 
 class ImportResult(NamedTuple):
-    """What :func:`import_file` added, and what it dropped or flagged on the way."""
+    """What :func:`import_file` added (``samples`` to stream ``name``), and the lines it
+    dropped or flagged as :class:`ImportStream` lists them."""
 
     name: str
-    """Stream name."""
     samples: int
-    """Samples written."""
     dropped_lines: list[int]
-    """File lines dropped because their stamp repeats."""
     relocalized_lines: list[int]
-    """File lines of kept poses flagged RELOCALIZED (they corrected a repeated stamp)."""
 
 
 def import_file(

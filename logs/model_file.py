@@ -1,12 +1,6 @@
-"""Model files (TOML): the one writer, hash, envelope, provenance and reader.
-
-Every model file has the envelope ``[model]`` (kind, format_version, software,
-created_utc), ``[units]`` and ``[provenance]`` before its own tables. :func:`read_model`
-(:func:`check_envelope` for a parsed document) refuses a missing or unparsable file,
-another kind, a newer format version or other units (:class:`ModelFileError`), so a fit
-or filter is never fed numbers it would misread. :func:`dumps_toml` also writes
-scenarios and robot configurations.
-"""
+"""Model files (TOML): the one writer (:func:`dumps_toml`, also for scenarios and robot
+configurations), hash, envelope, provenance and reader (docs/ARCHITECTURE.md, "Model
+files")."""
 
 from __future__ import annotations
 

@@ -367,11 +367,6 @@ def note(schema: Mapping[str, Any], path: str) -> str | None:
     return key.note if key is not None and key.note else None
 
 
-def in_report(schema: Mapping[str, Any], path: str) -> bool:
-    """Whether ``path`` lies inside a report table (its keys need no note)."""
-    return any(k is not None and k.report for k in _chain(schema, path)[:-1])
-
-
 def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
     """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
     for key, value in doc.items():

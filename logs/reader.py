@@ -28,7 +28,7 @@ from sensorbench.logs.schema import (
     FileStatus,
 )
 from sensorbench.logs.update_lock import locked_by_writer
-from sensorbench.logs.values import Problem, batch_problems, structure_problems
+from sensorbench.logs.values import batch_problems, structure_problems
 
 B = TypeVar("B", LidarTurns, EncoderBatch, PoseBatch)
 
@@ -100,8 +100,13 @@ class _Rows(_Stream, Generic[B]):
                 (:func:`~sensorbench.logs.values.batch_problems`).
         """
         batch = self._read(t0_ns, t1_ns)
-        if validate:
-            _refuse(self._g, batch_problems(self._g.name.lstrip("/"), batch))
+        problems = batch_problems(self._g.name.lstrip("/"), batch) if validate else []
+        if problems:
+            path = self._g.file.filename
+            raise SessionError(
+                f"{path}: {'; '.join(str(p) for p in problems[:3])}; the data cannot be used "
+                f"as stored (`sensorbench check {path}` lists every problem)"
+            )
         return batch
 
     def _read(self, t0_ns: int | None, t1_ns: int | None) -> B:
@@ -210,16 +215,12 @@ def _spans(offset: np.ndarray, length: np.ndarray, available: int) -> tuple[int,
 
 def stream_rows(kind: str, g: h5py.Group) -> tuple[int, int]:
     """(consistent rows, rows present in the longest column) of one stream."""
-    if kind == "lidar":
-        idx = g["turns"][:]
-        n_pts = min(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        n, used = _spans(idx["offset"], idx["count"], n_pts)
-        longest = max(g[c].shape[0] for c in LIDAR_POINT_FIELDS)
-        return n, len(idx) - n + (longest - used)
-    if kind == "raw":
-        chunks = g["chunks"][:]
-        n, used = _spans(chunks["offset"], chunks["length"], g["data"].shape[0])
-        return n, len(chunks) - n + (g["data"].shape[0] - used)
+    if kind in ("lidar", "raw"):  # an index of spans over flat items (points, bytes)
+        lidar = kind == "lidar"
+        idx = g["turns" if lidar else "chunks"][:]
+        items = [g[c].shape[0] for c in (LIDAR_POINT_FIELDS if lidar else ("data",))]
+        n, used = _spans(idx["offset"], idx["count" if lidar else "length"], min(items))
+        return n, len(idx) - n + (max(items) - used)
     lengths = [g[c].shape[0] for c in columns_of(kind, g)]
     return min(lengths), max(lengths) - min(lengths)
 
@@ -287,17 +288,6 @@ def layout_error(path: Path, f: h5py.File) -> SessionError | None:
         f"{path}: the file is damaged: {shown}{more} (`sensorbench check {path}` lists "
         "every problem)"
     )
-
-
-def _refuse(group: h5py.Group, problems: list[Problem]) -> None:
-    """Raise for impossible samples read from ``group`` (the first problems named)."""
-    if problems:
-        shown = "; ".join(str(p) for p in problems[:3])
-        path = group.file.filename
-        raise SessionError(
-            f"{path}: {shown}; the data cannot be used as stored (`sensorbench check {path}` "
-            "lists every problem)"
-        )
 
 
 def _refuse_dangling(path: Path, f: h5py.File) -> None:
@@ -382,7 +372,6 @@ class Session:
         self._f = open_h5(self.path)
 
     def close(self) -> None:
-        """Close the file."""
         self._f.close()
 
     def __enter__(self) -> Session:
@@ -398,7 +387,6 @@ class Session:
 
     @property
     def attrs(self) -> dict[str, Any]:
-        """Root attributes."""
         return attrs_dict(self._f)
 
     @property
@@ -413,7 +401,6 @@ class Session:
 
     @property
     def schema_version(self) -> int:
-        """Schema version the file was written with."""
         return int(self._f.attrs["schema_version"])
 
     @property
@@ -428,15 +415,12 @@ class Session:
         return sorted(group.keys()) if group is not None else []
 
     def lidar_names(self) -> list[str]:
-        """Names of the lidar streams."""
         return self._names("lidar")
 
     def raw_names(self) -> list[str]:
-        """Names of the raw byte streams."""
         return self._names("raw")
 
     def encoder_names(self) -> list[str]:
-        """Names of the encoder streams."""
         return self._names("encoder")
 
     def pose_names(self, kind: str | None = None) -> list[str]:
@@ -454,15 +438,12 @@ class Session:
         return cls(group)
 
     def lidar(self, name: str) -> LidarStream:
-        """The lidar stream ``name``."""
         return self._get("lidar", name, LidarStream)
 
     def raw(self, name: str) -> RawStream:
-        """The raw byte stream ``name``."""
         return self._get("raw", name, RawStream)
 
     def encoder(self, name: str) -> EncoderStream:
-        """The encoder stream ``name``."""
         return self._get("encoder", name, EncoderStream)
 
     def encoder_or_only(self, name: str | None = None) -> EncoderStream:
@@ -479,7 +460,6 @@ class Session:
         return self.encoder(names[0])
 
     def pose(self, name: str) -> PoseStream:
-        """The pose stream ``name``."""
         return self._get("pose", name, PoseStream)
 
     def events(self) -> list[Event]:

@@ -213,7 +213,6 @@ class CdrRows:
             self.column(a, dtype)
 
     def rows(self) -> list[bytes]:
-        """Each row's message."""
         table = np.concatenate([np.broadcast_to(p, (self.n, p.shape[-1])) if p.ndim == 1
                                 else p for p in self.parts], axis=1)  # fmt: skip
         return [r.tobytes() for r in table]

@@ -72,9 +72,8 @@ def _renumbered(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The kept rows of a span index (``offset`` and ``length``) with their offsets
     renumbered from 0, and the mask of the ``n_items`` items (points, bytes) they span."""
-    items = np.zeros(n_items, bool)
-    for off, n in zip(index["offset"][keep], index[length][keep], strict=True):
-        items[int(off) : int(off) + int(n)] = True
+    items = np.zeros(n_items, bool)  # the spans follow each other from 0 (open_h5 checks)
+    items[: int(index[length].sum())] = np.repeat(keep, index[length])
     new = index[keep].copy()
     new["offset"] = np.concatenate([[0], np.cumsum(new[length][:-1], dtype=np.int64)])[: new.size]
     return new, items

@@ -214,16 +214,9 @@ _FLAGS = _grammar("[01]")
 
 
 def parse_float(text: str) -> float | None:
-    """One cell as :func:`floats` reads it: a number in ASCII decimal (``-1.5e3``), or
-    ``nan``/``inf``; None otherwise. Python's ``float`` also takes ``1_0`` (10.0),
-    full-width and other Unicode digits, and strips Unicode spaces such as NBSP; a file
-    holding those is not what it seems. Surrounding ASCII spaces and tabs are allowed."""
+    """One cell as :func:`floats` reads it: a number in ASCII decimal (``-1.5e3``) or
+    ``nan``/``inf``, ASCII blanks around it; None otherwise (docs/FORMAT.md, "Import formats")."""
     return float(text.strip(" \t")) if _NUMBERS.cell.fullmatch(text) else None
-
-
-def parse_int(text: str) -> int | None:
-    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
-    return int(text.strip(" \t")) if _INTS.cell.fullmatch(text) else None
 
 
 def floats(t: Table, j: int, name: str, *, missing: str = "") -> np.ndarray:

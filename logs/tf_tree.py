@@ -101,7 +101,6 @@ class TfTree:
     links: dict[str, TfLink] = field(default_factory=dict)
 
     def frames(self) -> list[str]:
-        """Every frame the tree names, sorted."""
         return sorted({f for link in self.links.values() for f in (link.parent, link.child)})
 
     def describe(self) -> str:

@@ -356,10 +356,6 @@ def _is_text(v: Any) -> bool:
     return True
 
 
-def _is_count(v: Any) -> bool:
-    return _is_int(v) and v >= 0
-
-
 def _is_names(v: Any) -> bool:
     return isinstance(v, np.ndarray) and v.ndim == 1 and all(_is_text(x) for x in v.tolist())
 
@@ -372,6 +368,7 @@ def _is_polygon(v: Any) -> bool:
 
 _TEXT = (_is_text, "UTF-8 text")
 _INT = (_is_int, "an integer")
+_COUNT = (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
 _ROOT_ATTRS = {
     **dict.fromkeys(
         ("format", "software_version", "label", "config_text", "created_utc", "scenario",
@@ -379,7 +376,7 @@ _ROOT_ATTRS = {
         _TEXT,
     ),
     **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "sim_t0_ns"), _INT),
-    **dict.fromkeys(("seed", "campaign_session"), (_is_count, "an integer ≥ 0")),
+    **dict.fromkeys(("seed", "campaign_session"), _COUNT),
     "simulated": (lambda v: isinstance(v, bool | np.bool_), "a boolean"),
     "powerup_order": (_is_names, "a list of device names"),
     "footprint_m": (_is_polygon, "(x, y) vertices in m"),

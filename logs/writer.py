@@ -45,6 +45,7 @@ from sensorbench.logs.schema import (
     POSE_KINDS,
     RAW_CHUNK_DTYPE,
     SCHEMA_VERSION,
+    STREAM_COLUMNS,
     TURN_DTYPE,
     FileStatus,
     name_conflict,
@@ -81,14 +82,6 @@ def _new_chunk_bytes(ds: h5py.Dataset, rows: int, geometry: dict[int, tuple[int,
     return new * chunk_bytes
 
 
-def _extend(ds: h5py.Dataset, data: np.ndarray) -> None:
-    if len(data) == 0:
-        return
-    n = ds.shape[0]
-    ds.resize(n + len(data), axis=0)
-    ds[n:] = data
-
-
 @dataclass
 class _Stream:
     kind: str
@@ -105,7 +98,6 @@ class _Stream:
     """The group's datasets by name, looked up once (h5py builds a new object each time)."""
 
     def ds(self, name: str) -> h5py.Dataset:
-        """The group's dataset ``name``."""
         got = self.datasets.get(name)
         if got is None:
             got = self.datasets[name] = self.group[name]
@@ -541,7 +533,10 @@ class SessionWriter:
             fd = self._file.id.get_vfd_handle()
             self._reserved_end = reserve_room(fd, self.path, growth)
         for ds, data in plan:
-            _extend(ds, data)
+            if len(data):
+                n = ds.shape[0]
+                ds.resize(n + len(data), axis=0)
+                ds[n:] = data
 
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
@@ -564,17 +559,15 @@ class SessionWriter:
         return [(stream.ds("data"), data), (stream.ds("chunks"), chunks)]
 
     def _rows_encoder(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        cols = (*ENCODER_FIELDS, "counts")
-        return [(stream.ds(c), np.concatenate([getattr(b, c) for b in stream.pending]))
-                for c in cols]  # fmt: skip
-
-    def _rows_pose(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        cols = (*POSE_FIELDS, "position", "quat_xyzw")
+        """An encoder or pose stream's columns, each joined over the batches."""
+        cols = [*STREAM_COLUMNS[stream.kind], *(["covariance"] if stream.covariance else [])]
         return [
-            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype))
-            for c in ((*cols, "covariance") if stream.covariance else cols)
+            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype, copy=False))
+            for c in cols
             for d in (stream.ds(c),)
         ]
+
+    _rows_pose = _rows_encoder
 
     # -- closing -----------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sensorbench.logs import text_table
 from sensorbench.logs.importers import (
     Imported,
     ImportStream,
@@ -28,3 +29,8 @@ read_euroc = _whole_file(stream_euroc)
 read_motive = _whole_file(stream_motive)
 read_pose_csv = _whole_file(stream_pose_csv)
 read_pod_csv = _whole_file(stream_pod_csv)
+
+
+def parse_int(text: str) -> int | None:
+    """An integer written in ASCII decimal digits (optional sign); None otherwise."""
+    return int(text.strip(" \t")) if text_table._INTS.cell.fullmatch(text) else None

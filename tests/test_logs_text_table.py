@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers_util import read_pod_csv, read_tum
+from importers_util import parse_int, read_pod_csv, read_tum
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs.text_table import (
@@ -22,7 +22,6 @@ from sensorbench.logs.text_table import (
     floats,
     integers,
     parse_float,
-    parse_int,
     text_lines,
     times_ns,
 )

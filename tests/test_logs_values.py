@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import session_util as su
 from click.testing import CliRunner
+from importers_util import parse_int
 
 from sensorbench.cli import cli
 from sensorbench.logs import LidarTurns, PoseBatch, Session
 from sensorbench.logs.schema import NO_DEVICE_TIME
-from sensorbench.logs.text_table import parse_float, parse_int
+from sensorbench.logs.text_table import parse_float
 from sensorbench.logs.values import (
     MAX_ABS_STAMP_NS,
     encoder_problems,

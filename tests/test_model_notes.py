@@ -15,10 +15,15 @@ from typing import Any
 import pytest
 
 from sensorbench.logs.model_file import load_document, write_document
-from sensorbench.logs.model_keys import SCHEMAS, in_report, note
+from sensorbench.logs.model_keys import SCHEMAS, _chain, note
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.toml"))
+
+
+def in_report(schema: Any, path: str) -> bool:
+    """Whether ``path`` lies inside a report table (its keys need no note)."""
+    return any(k is not None and k.report for k in _chain(schema, path)[:-1])
 
 
 def _paths(schema: Any, prefix: str = "") -> list[str]:
