@@ -1,18 +1,8 @@
-"""Device clocks on the host timeline: unwrap a wrapping counter, fit offset and drift.
-
-:class:`CounterUnwrapper` turns a wrapping counter (the LD19's ms stamp wraps at 30000,
-a pod MCU's µs counter at 2**32) into a monotone int64 count; :class:`DeviceClock` maps
-device time onto ``time.monotonic_ns``. Model: ``host_receive = a + b * device + latency``
-with ``latency >= 0``, so ``a`` and ``b`` lie in the *lower envelope*: per window of
-``window_s`` device seconds the least delayed point, a least-squares line through the last
-``max_windows`` minima (``b``: drift, or an N× emulator's 1/N). The constant part of the
-latency ends up in the offset; callers that know part of it (wire time) subtract it.
-
-A mapped time's 1-sigma uncertainty is ``sqrt(s**2 + se**2)``: ``s`` the residual spread
-of the minima about the line, ``se`` the line's standard error there. Until the minima
-span two windows the slope is the nominal one (or, unknown, a least-squares fit through
-the least-delayed point of each arrival) under the lowest point: two adjacent windows'
-minima can lie packets apart and give any slope (3× the true one was seen).
+"""Device clocks on the host timeline: :class:`CounterUnwrapper` makes a wrapping counter
+monotone, :class:`DeviceClock` fits ``host = a + b * device`` through the lower envelope of
+the receive delays, per window the least delayed point (docs/LD19.md, Time). Until the
+minima span two windows the slope is the nominal one: two adjacent windows' minima can lie
+packets apart and give any slope (3× the true one was seen).
 """
 
 from __future__ import annotations

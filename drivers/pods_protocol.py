@@ -28,17 +28,9 @@ DEFAULT_BAUD = 115200
 CRC16_INIT = 0xFFFF
 
 
-def crc16_ccitt_false(data: bytes | memoryview) -> int:
-    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no final XOR).
-
-    :func:`binascii.crc_hqx` is this CRC (the CCITT polynomial, MSB first, no final
-    XOR) from a given initial value; check value CRC("123456789") = 0x29B1.
-    """
-    return binascii.crc_hqx(data, CRC16_INIT)
-
-
 def crc16_rows(rows: np.ndarray) -> np.ndarray:
-    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array -> uint16[k]."""
+    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array -> uint16[k]:
+    :func:`binascii.crc_hqx` from init 0xFFFF is this CRC (check value 0x29B1)."""
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     k, width = rows.shape
     if width == 0:
