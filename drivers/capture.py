@@ -30,7 +30,8 @@ StatusCallback = Callable[[float, list[ReaderStatus]], None]
 
 
 class CaptureConsumer(Protocol):
-    """Work done on the data as capture records them (see the module docstring)."""
+    """Work done on the data as capture records them (docs/ARCHITECTURE.md, Capture
+    consumer)."""
 
     def declare(self, writer: SessionWriter) -> None:
         """Add the consumer's own streams to ``writer`` (before it starts)."""
@@ -115,19 +116,9 @@ class BringupResult:
 
 @dataclass(frozen=True)
 class DeviceSummary:
-    """What one device left in the session file.
-
-    Attributes:
-        name, kind, port: from the configuration.
-        bytes: raw bytes recorded.
-        items: points (lidars), frames (pods) or poses (pose sensors) recorded.
-        turns: complete turns recorded (lidars; 0 for pods).
-        crc_errors, drops, reconnects: the reader's counters at the end.
-        unplugs: ``unplug`` events in the file for this device.
-        last_error: the reader's last error, or None.
-        reader_failures: times its reader thread raised and was restarted (data lost).
-        reader_down: its reader thread had ended before the capture stopped (data lost).
-    """
+    """What one device left in the session file: ``bytes`` raw, ``items`` points (lidars),
+    frames (pods) or poses, ``turns`` complete turns (lidars; 0 for pods), ``unplugs``
+    events; the rest is the reader's final :class:`ReaderStatus`."""
 
     name: str
     kind: str
@@ -259,11 +250,8 @@ def _on_each(
 
 
 def _stop_all(readers: Sequence[DeviceReader], timeout_s: float = 3.0) -> None:
-    """Stop every reader concurrently (each within ``timeout_s``).
-
-    A reader's final ``stop`` event cannot be written once the writer has failed;
-    its port is closed before that, so the error is dropped here.
-    """
+    """Stop every reader concurrently (each within ``timeout_s``, s); an error (the final
+    ``stop`` event of a failed writer, after the port closed) is dropped."""
     _on_each(readers, lambda r: r.stop(timeout_s), timeout_s + 1.0)
 
 
@@ -304,25 +292,14 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
         on_bringup: Callable[[BringupResult], None] | None = None,
         stop: threading.Event | None = None, extra_readers: Sequence[DeviceReader] = (),
         consumer: CaptureConsumer | None = None) -> CaptureResult:
-    """Record every configured device into ``output`` for ``duration_s`` seconds.
+    """Record every configured device into the new session ``output`` (SessionError if it
+    exists or cannot be created) for ``duration_s`` s after the bring-up (``inf``: until
+    ``stop`` is set; the bring-up is not interrupted, each step has its own deadline).
 
-    Args:
-        config: validated robot configuration.
-        output: session file to create (refused if it exists).
-        duration_s: recording time after the bring-up (s); ``inf`` runs until ``stop``.
-        options: label, note, emulation speed, deadlines (defaults: :class:`CaptureOptions`).
-        on_status: called about every ``status_interval_s`` with (recorded seconds,
-            statuses); must not block.
-        on_bringup: called with each device's bring-up result when the bring-up is done.
-        stop: set it to end the capture cleanly (signal handlers do); the bring-up
-            itself is not interrupted (each step has its own deadline).
-        extra_readers: sources that are not serial devices of the configuration (the
-            demo's pose source): run with the device readers, but not brought up and
-            not in the device summary.
-        consumer: works on the data as they are recorded (:class:`CaptureConsumer`).
-
-    Raises:
-        SessionError: the output cannot be created.
+    ``on_status(recorded_s, statuses)`` is called every ``status_interval_s`` and must not
+    block; ``on_bringup`` with each device's bring-up result. ``extra_readers``: sources
+    that are not serial devices (the demo's pose source), run with the readers but not
+    brought up nor summarised.
     """
     opts = options or CaptureOptions()
     _check_output(Path(output), duration_s)
@@ -481,11 +458,8 @@ class _DiskGuard:
 
 def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, duration_s: float,
         loop: _Loop, guard: _DiskGuard) -> tuple[str, str | None]:
-    """The status loop; returns (stopped_by, error).
-
-    When a reader that was disconnected is connected again, a ``note`` event states
-    the length of its data gap (from its own ``unplug`` and ``reconnect`` events).
-    """
+    """The status loop; returns (stopped_by, error). A reader connected again gets a
+    ``note`` event stating its data gap (:func:`_gap_text`)."""
     connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0
@@ -521,10 +495,8 @@ def _gap_text(reader: DeviceReader) -> str:
 def summarize(
     path: Path, config: RobotConfig, statuses: dict[str, ReaderStatus]
 ) -> list[DeviceSummary]:
-    """Per-device contents of the session file for the devices that recorded.
-
-    Counts are 0 where the file cannot be read (e.g. the disk filled before a flush).
-    """
+    """Per-device contents of the session file for the devices that recorded (0 where the
+    file cannot be read, e.g. the disk filled before a flush)."""
     counts: dict[str, tuple[int, int, int]] = {}
     unplugs: collections.Counter[str] = collections.Counter()
     # h5py raises RuntimeError on a file whose writer hit ENOSPC
