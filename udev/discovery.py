@@ -82,11 +82,8 @@ class SerialDevice:
 
 
 def port_path_from_sys_path(sys_path: str) -> tuple[str | None, str | None]:
-    """Return ``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``.
-
-    Pure string parsing, so it also works for a device that was just removed (its
-    sysfs directory is gone by the time a ``remove`` event is read).
-    """
+    """``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``: from
+    the string alone, so also for a device just removed (its sysfs directory gone)."""
     for part in reversed(sys_path.split("/")):
         match = _INTERFACE_NAME.fullmatch(part)
         if match:
@@ -161,11 +158,8 @@ def _hardware_parent(device: pyudev.Device) -> pyudev.Device | None:
 
 
 def _is_hardware(device: pyudev.Device) -> bool:
-    """True for a tty backed by hardware (not a virtual console, pty or 8250 placeholder).
-
-    The 8250 driver registers placeholder ``ttyS*`` ports on the ``serial8250``
-    platform device whether or not a UART exists; like pyserial, those are left out.
-    """
+    """True for a tty backed by hardware: not a virtual console, pty or one of the ``ttyS*``
+    placeholders the 8250 driver registers whether or not a UART exists (as pyserial)."""
     parent = _hardware_parent(device)
     if parent is None:
         return False
@@ -180,18 +174,9 @@ def _driver(device: pyudev.Device) -> str | None:
 def list_serial_devices(
     context: pyudev.Context | None = None, usb_only: bool = False
 ) -> list[SerialDevice]:
-    """Every hardware tty with its node, ``ID_PATH``, USB port path and identity.
-
-    Args:
-        context: a pyudev context (a new one if None).
-        usb_only: keep only ttys on USB.
-
-    Returns:
-        Devices sorted by port path (USB first), then node.
-
-    Raises:
-        UdevError: when udev cannot be queried (no ``/sys``, libudev missing).
-    """
+    """Every hardware tty (``usb_only``: on USB) with its node, ``ID_PATH``, USB port path
+    and identity, sorted by port path (USB first), then node; UdevError when udev cannot be
+    queried."""
     try:
         ctx = context if context is not None else pyudev.Context()
         devices = [describe(d) for d in ctx.list_devices(subsystem="tty") if _is_hardware(d)]
@@ -213,11 +198,8 @@ def _sort_key(device: SerialDevice) -> tuple:
 
 
 def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[SerialDevice]:
-    """The devices plugged into ``port_path``.
-
-    ``port_path`` is ``1-1.2`` (every interface of that USB device) or
-    ``1-1.2:1.0`` (that interface only).
-    """
+    """The devices plugged into ``port_path``: ``1-1.2`` (every interface of that USB
+    device) or ``1-1.2:1.0`` (that interface only)."""
     port, _, interface = port_path.partition(":")
     return [
         d for d in devices if d.port_path == port and (not interface or d.interface == interface)]

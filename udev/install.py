@@ -66,11 +66,8 @@ def subprocess_runner(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
 
 
 def validate_filename(filename: str) -> str:
-    """Return ``filename`` if it is ``NN-name.rules`` sorting after ``60-serial.rules``.
-
-    Raises:
-        UdevError: otherwise.
-    """
+    """``filename`` if it is ``NN-name.rules`` sorting after ``60-serial.rules``, else
+    UdevError."""
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
         raise UdevError(f"rules file name {filename!r} must look like NN-name.rules and sort after "
             f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")
