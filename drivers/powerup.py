@@ -30,20 +30,12 @@ log = logging.getLogger("sensorbench.powerup")
 
 @dataclass
 class DeviceSpec:
-    """One device to bring up.
-
-    Attributes:
-        name: device name (``lidar_front``).
-        kind: a registered device kind (``a1``, ``ld19``...).
-        port: device path (stable udev name preferred).
-        delay_after_s: wait after this device is ready before the next starts (s).
-        ready_timeout_s: deadline for the first complete valid turn after start (s).
-        read_timeout_s: deadline of each request/answer while opening (s).
-        power: optional switchable port power.
-        options: kind-specific extras (``config``: the device's configuration, which
-            a streaming kind's steps need; ``min_points`` and ``scan_mode`` for an A1).
-        steps: a steps factory instead of the kind's (a device outside the registry,
-            e.g. in a test); None uses the registered kind's.
+    """One device to bring up (``kind``: a registered one), with deadlines (s): the wait
+    after it is ready before the next starts, for the first complete valid turn after the
+    start, for each request/answer while opening. ``options``: kind-specific extras
+    (``config``: the device's configuration, which a streaming kind's steps need;
+    ``min_points`` and ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
+    registered kind's (a device outside the registry, e.g. in a test).
     """
 
     name: str
@@ -251,14 +243,9 @@ def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
 
 
 class PowerUpSequencer:
-    """Brings devices up in order.
-
-    Args:
-        specs: devices in power-up order.
-        retries: extra attempts per device after a failure.
-        backoff_s: wait before the first retry (s), doubled each time.
-        runner, sysfs_root: how port power is switched (injectable for tests).
-    """
+    """Brings ``specs`` up in that order, each with ``retries`` extra attempts, the first
+    ``backoff_s`` (s) after a failure, doubled each time; ``runner`` and ``sysfs_root``
+    switch port power (injectable for tests)."""
 
     def __init__(self, specs: list[DeviceSpec], retries: int = 2, backoff_s: float = 0.5,
             runner: Callable[..., Any] = subprocess.run,
