@@ -395,13 +395,10 @@ class ParserCounters:
 
 
 class LD19Parser:
-    """Incremental LD19 packet parser (compiled single pass); one instance per device.
-
-    Args:
-        max_speed_deg_s: largest possible reported speed (deg/s).
+    """Incremental LD19 packet parser (compiled single pass); one instance per device;
+    ``max_speed_deg_s``: largest possible reported speed (deg/s).
 
     Attributes:
-        counters: :class:`ParserCounters`.
         rejected: ``(stream offset, reason)`` of the packets with a good CRC and an
             impossible field (reason ``angle``, ``timestamp`` or ``speed``), the first
             :data:`REJECTED_KEPT` of them (the counters count them all).
@@ -439,12 +436,8 @@ class LD19Parser:
     def feed(
         self, data: bytes | bytearray | memoryview | np.ndarray, host_ns: int = 0
     ) -> LD19Packets:
-        """Parse ``data`` (appended to the kept tail); return the packets it completes.
-
-        Args:
-            data: raw bytes as received (or a uint8 array).
-            host_ns: host receive time of ``data`` (ns), given to every packet it completes.
-        """
+        """Parse ``data`` (bytes as received, or a uint8 array) after the kept tail; return
+        the packets it completes, each given ``host_ns``, the receive time of ``data`` (ns)."""
         if isinstance(data, np.ndarray):
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
