@@ -569,7 +569,8 @@ class A1Scanner(DeviceProtocol):
         unreported = asm.bytes_skipped - self._skipped_reported
         if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
             self.link.event(t_ns, "crc_burst",
-                f"{unreported} bytes skipped re-aligning {self._unit()} (corruption or "
+                f"{unreported} bytes skipped re-aligning "
+                f"{'capsules' if self.scan_mode_used == 'express' else 'nodes'} (corruption or "
                 f"loss on the link) since the last report; {asm.bytes_skipped} in all")
             self._skipped_reported = asm.bytes_skipped
             self._skip_reported_ns = t_ns
@@ -771,9 +772,6 @@ class A1Scanner(DeviceProtocol):
         """A ``note`` event and the stream's ``scan_mode_note`` (the bring-up has no session)."""
         self.mode_note = text
         self.link.event(time.monotonic_ns(), "note", f"{self.link.port}: {text}")
-
-    def _unit(self) -> str:
-        return "capsules" if self.scan_mode_used == "express" else "nodes"
 
     def _emit_turns(self, turns: LidarTurns) -> int:
         """Store turns (session, the current :meth:`poll`'s result, counters); returns

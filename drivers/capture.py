@@ -311,7 +311,10 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
             on_bringup(row)
     up = {b.name for b in result.bringup if b.ok}
     attrs = _session_attrs(config, opts.note, duration_s, result.bringup)
-    writer = _new_writer(consumer, output, config.text, opts, attrs)
+    make: Callable[..., SessionWriter] = (  # with a consumer: one that hands it every item
+        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
+    writer = make(output, label=opts.label, config_text=config.text,
+        flush_interval_s=opts.flush_interval_s, attrs=attrs)
     readers = {
         d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
@@ -396,15 +399,6 @@ def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: 
     if consumer is not None:
         consumer.stop()
     return t0
-
-
-def _new_writer(consumer: CaptureConsumer | None, output: str | os.PathLike[str], config_text: str,
-        opts: CaptureOptions, attrs: dict[str, Any]) -> SessionWriter:
-    """The capture's session writer; with a consumer, one that hands it every item."""
-    make: Callable[..., SessionWriter] = (
-        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
-    return make(output, label=opts.label, config_text=config_text,
-        flush_interval_s=opts.flush_interval_s, attrs=attrs)
 
 
 def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:

@@ -42,15 +42,10 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def payload_length(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
-    """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte."""
-    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + error_block(
-        n_pods, errors
-    )
-
-
-def error_block(n_pods: int, errors: bool) -> int:
-    """Bytes of the error block: N quadrature-error counts and the overruns (u16 each)."""
-    return 2 * n_pods + 2 if errors else 0
+    """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte (the error
+    block: N quadrature-error counts and the overruns, u16 each)."""
+    errors_len = 2 * n_pods + 2 if errors else 0
+    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + errors_len
 
 
 def make_flags(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
