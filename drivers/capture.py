@@ -97,14 +97,9 @@ from the device clocks, not from the read boundaries."""
 
 @dataclass(frozen=True)
 class BringupResult:
-    """One device's bring-up.
-
-    Attributes:
-        name, kind, port: from the configuration.
-        ok: the device delivered valid data within its deadline.
-        seconds: from the start request to the first valid data, or to the failure (s).
-        message: what was seen (identity, or why it failed).
-    """
+    """One device's bring-up: ``ok`` when it delivered valid data within its deadline,
+    ``seconds`` from the start request to that or to the failure (s), ``message`` what
+    was seen (identity, or why it failed)."""
 
     name: str
     kind: str
@@ -142,17 +137,10 @@ class DeviceSummary:
 
 @dataclass
 class CaptureResult:
-    """The outcome of :func:`run_capture`.
-
-    Attributes:
-        path: the session file.
-        recorded_s: time from the end of bring-up to the stop (s).
-        stopped_by: ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device failed
-            to come up), ``"disk"`` (the disk is full or nearly so) or ``"error"`` (the
-            writer failed otherwise).
-        error: the error message when ``stopped_by`` is ``"disk"`` or ``"error"``.
-        bringup: per-device bring-up results, in power-up order.
-        devices: per-device summary of the file's contents.
+    """The outcome of :func:`run_capture`: ``recorded_s`` from the end of bring-up to the
+    stop (s); ``stopped_by`` ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device
+    failed to come up), ``"disk"`` (full or nearly so) or ``"error"`` (the writer failed
+    otherwise), with the ``error`` message for the last two; ``bringup`` in power-up order.
     """
 
     path: Path
@@ -262,19 +250,12 @@ def run_bringup(config: RobotConfig) -> list[BringupResult]:
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    """How :func:`run_capture` records.
-
-    Attributes:
-        label, note: stored as root attributes.
-        speed: emulation speed-up of the devices (1.0 for hardware).
-        allow_missing: record with the devices that came up when some did not.
-        status_interval_s: period of the status callback (s).
-        flush_interval_s: longest time between flushes to disk (s).
-        min_free_bytes: stop cleanly when the output's file system has less free space
-            than this or than 4 s of the file's current growth, whichever is larger
-            (bytes), so the file is closed intact before the disk is full.
-        stream_read_s: longest wait of one read of a streaming device (LD19, pods), s:
-            data wait up to this long in the port before they are decoded.
+    """How :func:`run_capture` records: ``label`` and ``note`` (root attributes), the
+    devices' emulation ``speed`` (1.0 for hardware), whether to record with the devices
+    that came up when some did not (``allow_missing``), the status and flush periods and
+    ``stream_read_s`` (:data:`STREAM_READ_S`), s. ``min_free_bytes``:
+    stop cleanly when the file system has less free space than this or than 4 s of the
+    file's growth, so the file is closed intact before the disk is full.
     """
 
     label: str = ""
@@ -419,11 +400,8 @@ def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
 
 
 class _DiskGuard:
-    """Watches the output's file system: too little room left for the next seconds?
-
-    HDF5 does not fail cleanly on ENOSPC (errors surface late, at close, or crash the
-    process), so capture stops *before* the disk is full, with the file intact.
-    """
+    """Watches the output's file system: too little room left for the next seconds? (HDF5
+    does not fail cleanly on ENOSPC: docs/CAPTURE.md, What capture does.)"""
 
     def __init__(self, path: Path, min_free_bytes: int, interval_s: float) -> None:
         self.path = path
