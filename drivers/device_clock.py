@@ -39,11 +39,6 @@ class CounterUnwrapper:
         self._last_raw: int | None = None
         self._last: int = 0
 
-    @property
-    def last(self) -> int | None:
-        """The last unwrapped value, or None before any."""
-        return None if self._last_raw is None else self._last
-
     def take_last(self, raw: int) -> None:
         """Record ``raw`` as the last value of a counter without a modulus (its own count)."""
         self._last_raw = self._last = raw
