@@ -61,16 +61,8 @@ class PodFrames:
     @staticmethod
     def empty(n_pods: int) -> PodFrames:
         """No frames."""
-        return PodFrames(
-            np.zeros(0, np.int64),
-            np.zeros(0, np.int64),
-            np.zeros((0, n_pods), np.int64),
-            np.zeros(0, np.float64),
-            np.zeros(0, np.float64),
-            np.zeros(0, bool),
-            np.zeros((0, n_pods), np.int64),
-            np.zeros(0, np.int64),
-        )
+        ints, per_pod, floats = np.zeros(0, np.int64), np.zeros((0, n_pods), np.int64), np.zeros(0)
+        return PodFrames(ints, ints, per_pod, floats, floats, np.zeros(0, bool), per_pod, ints)
 
 
 @dataclass
