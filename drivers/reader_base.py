@@ -17,12 +17,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ReaderStatus:
-    """A snapshot of one reader's health, for the live status line and the summary.
+    """A snapshot of one reader's health (device ``name``, ``kind`` and the ``port`` it
+    opened), for the live status line and the summary.
 
     Attributes:
-        name: device name from the robot configuration (e.g. ``lidar_front``).
-        kind: ``ld19``, ``a1`` or ``pods``.
-        port: the path the reader opened (stable name or tty node).
         connected: True while the port is open and delivering.
         bytes_per_s: received bytes per second over the last status interval (B/s).
         items_per_s: decoded points (lidars) or frames (pods) per second (1/s).

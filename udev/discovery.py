@@ -22,23 +22,17 @@ KNOWN_BRIDGES: dict[tuple[int, int], str] = {(0x10C4, 0xEA60): "cp210x", (0x1A86
 
 @dataclass(frozen=True)
 class SerialDevice:
-    """One tty on real hardware, as udev sees it.
+    """One tty on real hardware, as udev sees it; the USB fields (``port_path`` ``1-1.2``,
+    ``interface`` ``1.0``, ids, strings) are None off USB and where the device gives none.
 
     Attributes:
-        node: the device node, e.g. ``/dev/ttyUSB0``.
-        sys_path: the tty's sysfs path.
         subsystem_parent: the subsystem of the tty's hardware parent (``usb-serial``,
             ``usb`` for CDC-ACM, ``pnp``, ``platform``...; the ``serial-base``
             layer of kernels >= 6.5 is skipped).
         id_path: udev's ``ID_PATH`` (set by ``60-serial.rules``'s path_id), or None.
-        port_path: USB port path of the usb_device, e.g. ``1-1.2``; None if not USB.
-        interface: USB configuration.interface, e.g. ``1.0``; None if not USB.
-        vid: USB vendor id, e.g. 0x10c4; None if not USB.
-        pid: USB product id; None if not USB.
         serial: the USB serial string (often ``0001`` on CP2102s: not unique).
-        vendor: USB manufacturer string (or udev's ID_VENDOR), may be None.
-        model: USB product string (or udev's ID_MODEL), may be None.
-        driver: kernel driver of the interface (``cp210x``, ``cdc_acm``), may be None.
+        vendor, model: USB manufacturer and product strings (or udev's ID_VENDOR, ID_MODEL).
+        driver: kernel driver of the interface (``cp210x``, ``cdc_acm``).
         devlinks: the symlinks udev made for this node (``DEVLINKS``), sorted.
     """
 

@@ -38,14 +38,8 @@ class NeedsRootError(UdevError):
 
 @dataclass
 class InstallResult:
-    """What :func:`install_rules` did.
-
-    Attributes:
-        path: the installed file.
-        names: the ``/dev`` symlink names its rules create.
-        replaced: True if a file of that name existed before.
-        commands: the reload/trigger commands run (empty with ``reload=False``).
-    """
+    """What :func:`install_rules` did: the installed file, the ``/dev`` symlink names its
+    rules create, whether it replaced one, the reload/trigger commands run."""
 
     path: Path
     names: list[str]
