@@ -204,22 +204,21 @@ class A1Lidar:
                     self.recover(restart=False)
         raise AssertionError("unreachable")
 
-    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
-        """Send ``request`` and return its single answer's payload (``length`` bytes, or
-        up to :data:`MAX_ANSWER_LEN` when None)."""
-        size = self._ask(request, what, length, True, dtype)
-        return self._read_exact(size, f"a {size}-byte response")
-
-    def _parsed(self, cmd: int, parse: Callable[[bytes], _T]) -> _T:
-        """The answer to the request ``A5 cmd`` (:data:`_ANSWERS`), parsed; a malformed
-        payload (ValueError) as a DeviceProtocolError."""
-        length, dtype, what = _ANSWERS[cmd]
-        raw = self._request(_cmd(cmd), length, dtype, what)
-        try:
-            return parse(raw)
-        except ValueError as err:
-            msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
-            raise DeviceProtocolError(msg) from err
+    def _request(self, request: bytes, what: str, length: int | None, dtype: int,
+            parse: Callable[[bytes], _T], tries: int = 1) -> _T:
+        """Send ``request`` and parse its single answer's payload (``length`` bytes, or up
+        to :data:`MAX_ANSWER_LEN` when None); a malformed one (ValueError) is asked for
+        again up to ``tries`` times in all, then raised as a DeviceProtocolError."""
+        for attempt in range(1, tries + 1):
+            size = self._ask(request, what, length, True, dtype)
+            raw = self._read_exact(size, f"a {size}-byte response")
+            try:
+                return parse(raw)
+            except ValueError as err:
+                if attempt == tries:
+                    msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
+                    raise DeviceProtocolError(msg) from err
+        raise AssertionError("unreachable")
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
         """If bytes are arriving (a scan left running, a boot banner), stop and discard them
@@ -233,29 +232,25 @@ class A1Lidar:
 
     def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""
-        return self._parsed(proto.CMD_GET_INFO, A1Info.from_payload)
+        return self._request(_cmd(proto.CMD_GET_INFO), "GET_INFO", proto.INFO_LEN,
+            proto.TYPE_INFO, A1Info.from_payload)
 
     def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
-        return self._parsed(proto.CMD_GET_HEALTH, A1Health.from_payload)
+        return self._request(_cmd(proto.CMD_GET_HEALTH), "GET_HEALTH", proto.HEALTH_LEN,
+            proto.TYPE_HEALTH, A1Health.from_payload)
 
     def get_sample_rate(self) -> A1SampleRate:
         """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
-        return self._parsed(proto.CMD_GET_SAMPLERATE, A1SampleRate.from_payload)
+        return self._request(_cmd(proto.CMD_GET_SAMPLERATE), "GET_SAMPLERATE",
+            proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, A1SampleRate.from_payload)
 
     def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
         """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
         ``mode_id`` where the entry is per mode)."""
         what = f"GET_LIDAR_CONF 0x{conf_type:02x}" + ("" if mode_id is None else f" mode {mode_id}")
-        request = proto.conf_request(conf_type, mode_id)
-        for attempt in (1, 2):
-            raw = self._request(request, None, proto.TYPE_GET_LIDAR_CONF, what)
-            try:
-                return proto.conf_value(conf_type, raw)
-            except ValueError as err:  # a damaged answer: once more
-                if attempt == 2:
-                    raise DeviceProtocolError(f"A1 {self.port}: {err}") from err
-        raise AssertionError("unreachable")
+        return self._request(proto.conf_request(conf_type, mode_id), what, None,
+            proto.TYPE_GET_LIDAR_CONF, lambda raw: proto.conf_value(conf_type, raw), tries=2)
 
     def scan_mode(self, mode_id: int) -> proto.ScanMode:
         """One scan mode's name, sample duration, maximum distance and answer type, asked
@@ -384,12 +379,6 @@ class A1Lidar:
         self.connect()
         if restart:
             self.start(self.express_mode)
-
-
-_ANSWERS = {proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
-    proto.CMD_GET_HEALTH: (proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"),
-    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")}
-"""Request → its single answer's length, type and name."""
 
 
 def _cmd(cmd: int) -> bytes:
