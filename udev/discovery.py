@@ -1,13 +1,16 @@
-"""Find every serial (tty) device with pyudev and describe where it is plugged in."""
+"""Find every serial (tty) device with pyudev, describe where it is plugged in, and show
+them as ``sensorbench devices`` does (text table or JSON document)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pyudev
 
+from sensorbench.drivers.capture_display import table
 from sensorbench.errors import UdevError
 
 # A USB interface's kernel name: "<bus>-<port>[.<port>...]:<config>.<interface>".
@@ -197,3 +200,50 @@ def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[Serial
     port, _, interface = port_path.partition(":")
     return [
         d for d in devices if d.port_path == port and (not interface or d.interface == interface)]
+
+
+def device_kind(device: SerialDevice, probe: Any | None) -> str:
+    """The probed kind (:class:`~sensorbench.udev.probe.ProbeResult`), else the bridge
+    guessed from VID:PID with a ``?`` (``cp210x?``), else ``?``."""
+    if probe is not None:
+        return str(probe.kind)
+    return f"{device.bridge}?" if device.bridge else "?"
+
+
+def devices_doc(
+    devices: Sequence[SerialDevice], probes: Mapping[str, Any], brltty: Any | None
+) -> dict[str, Any]:
+    """``devices --json``: every device with its kind and probe, and the brltty check."""
+    out = []
+    for device in devices:
+        result = probes.get(device.node)
+        entry = device.as_dict()
+        entry["kind"] = device_kind(device, result)
+        entry["probe"] = result.as_dict() if result is not None else None
+        out.append(entry)
+    doc: dict[str, Any] = {"devices": out}
+    if brltty is not None:
+        doc["brltty"] = brltty.as_dict()
+    return doc
+
+
+def devices_lines(
+    devices: Sequence[SerialDevice], probes: Mapping[str, Any], show_all: bool
+) -> list[str]:
+    """The table (columns padded to their widest cell), then each probe's detail (s) and
+    each device's udev links."""
+    if not devices:
+        return ["no serial devices found" + ("" if show_all else " on USB (try --all)")]
+    header = ("NODE", "PORT", "VID:PID", "SERIAL", "KIND", "ID_PATH", "MODEL")
+    rows = [(d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
+         device_kind(d, probes.get(d.node)), d.id_path or "-", d.model or "-")
+        for d in devices
+    ]  # fmt: skip
+    out = table([header, *rows]).split("\n")
+    for device in devices:
+        result = probes.get(device.node)
+        if result is not None:
+            out.append(f"{device.node}: {result.detail} ({result.elapsed_s:.2f} s)")
+        if device.devlinks:
+            out.append(f"{device.node}: links {' '.join(device.devlinks)}")
+    return out
