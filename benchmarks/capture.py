@@ -13,6 +13,7 @@ interleaved rounds (after one untimed run of each).
 
 from __future__ import annotations
 
+import binascii
 import itertools
 import os
 import struct
@@ -104,7 +105,7 @@ def _reference_parse(data: bytes) -> int:
             i += 1
             continue
         (crc,) = struct.unpack_from("<H", data, end - 2)
-        if crc != proto.crc16_ccitt_false(data[i + 2 : end - 2]):
+        if crc != binascii.crc_hqx(data[i + 2 : end - 2], proto.CRC16_INIT):
             i += 1
             continue
         frames += 1

@@ -14,8 +14,7 @@ from sensorbench.commands import options as opt
 from sensorbench.errors import UdevError
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import atomic_output, check_output
-from sensorbench.udev.discovery import list_serial_devices
-from sensorbench.udev.display import devices_doc, devices_lines
+from sensorbench.udev.discovery import devices_doc, devices_lines, list_serial_devices
 from sensorbench.udev.install import RULES_DIR, install_rules
 from sensorbench.udev.rules import (
     BY_CHOICES,

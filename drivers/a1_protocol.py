@@ -117,15 +117,8 @@ def conf_value(conf_type: int, answer: bytes) -> bytes:
 @dataclass(frozen=True)
 class ScanMode:
     """One scan mode as the unit describes it (GET_LIDAR_CONF), or the SDK's legacy
-    description of a unit without the configuration commands.
-
-    Attributes:
-        id: the mode's id (the express request's working mode).
-        name: the unit's name for it (``Standard``, ``Express``, ``Boost``...).
-        us_per_sample: sample duration (µs).
-        max_distance_m: the unit's maximum distance in this mode (m).
-        answer_type: the scan descriptor's type byte (0x81 nodes, 0x82 capsules...).
-    """
+    description of a unit without the configuration commands: ``id`` (the express
+    request's working mode), ``answer_type`` (the scan descriptor's type byte)."""
 
     id: int
     name: str
@@ -201,12 +194,8 @@ class A1Health:
 
 @dataclass(frozen=True)
 class A1SampleRate:
-    """GET_SAMPLERATE answer: time between two samples (µs) in standard and express scan.
-
-    Every sample is one node (standard) or one of a capsule's 32 (express), so the
-    mode's duration × nodes is the time the head took to produce them, on the
-    device's own clock.
-    """
+    """GET_SAMPLERATE answer: time between two samples (µs) in standard and express scan
+    (docs/A1.md, Device-side turn timing)."""
 
     standard_us: int
     express_us: int
@@ -225,13 +214,6 @@ class A1SampleRate:
         if std == 0:
             raise ValueError("standard sample duration 0 µs")
         return cls(std, exp)
-
-
-# -- device clock -------------------------------------------------------------------
-# The A1 sends no timestamps but every sample it takes, at a duration it reports
-# (GET_SAMPLERATE): a sample's device time is the scan's anchor (host receive time of
-# its first node or capsule) + sample index x that duration; bytes skipped re-aligning
-# advance the index by the samples they held (docs/A1.md, Device-side turn timing).
 
 
 def describe_clock(rate: A1SampleRate | None, mode: str = "standard") -> str:

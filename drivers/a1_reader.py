@@ -40,18 +40,9 @@ a value of at most a mode name's); a longer descriptor is damaged, not waited fo
 
 
 class A1Lidar:
-    """One RPLIDAR A1 on a serial port, with deadlines and real exceptions (opened here).
-
-    Args:
-        port: device path.
-        read_timeout_s: deadline of every read that waits for an answer (s).
-        baudrate: line speed (baud).
-        on_event: optional sink for ``(t_ns, kind, message)`` events.
-        logger: logger (``sensorbench.a1`` by default).
-
-    Raises:
-        DeviceUnavailable: the port cannot be opened (the message says why and what to do).
-    """
+    """One RPLIDAR A1 on serial port ``port``, opened here (DeviceUnavailable, saying why,
+    if it cannot be); every read that waits for an answer has ``read_timeout_s`` (s).
+    ``on_event`` receives ``(t_ns, kind, message)`` events."""
 
     def __init__(self, port: str, read_timeout_s: float = 1.0, baudrate: int = proto.BAUD,
             on_event: EventSink | None = None, logger: logging.Logger | None = None) -> None:
@@ -73,12 +64,9 @@ class A1Lidar:
     # -- connection -----------------------------------------------------------------
 
     def connect(self) -> None:
-        """Open the port (closing a previous one) with DTR at the motor's state: a first
-        open stops the motor, a reopen keeps a started one spinning (docs/A1.md, Motor).
-
-        Raises:
-            DeviceUnavailable: with a hint (missing, permission, busy).
-        """
+        """Open the port (closing a previous one; DeviceUnavailable with a hint) with DTR at
+        the motor's state: a first open stops the motor, a reopen keeps a started one
+        spinning (docs/A1.md, Motor)."""
         self.disconnect()
         self._serial = open_serial(self.port, self.baudrate, timeout_s=POLL_S,
             write_timeout_s=self.read_timeout_s, dtr=not self.motor_running)
@@ -152,10 +140,8 @@ class A1Lidar:
         return data
 
     def take_received(self) -> bytes:
-        """Every byte read since the last call (answers, stale bytes, nodes), in order.
-
-        Only recorded while :attr:`record_raw` is True (a session's raw stream).
-        """
+        """Every byte read since the last call (answers, stale bytes, nodes), in order,
+        while :attr:`record_raw` is True (a session's raw stream)."""
         data = bytes(self._received)
         self._received.clear()
         return data
@@ -218,22 +204,21 @@ class A1Lidar:
                     self.recover(restart=False)
         raise AssertionError("unreachable")
 
-    def _request(self, request: bytes, length: int | None, dtype: int, what: str) -> bytes:
-        """Send ``request`` and return its single answer's payload (``length`` bytes, or
-        up to :data:`MAX_ANSWER_LEN` when None)."""
-        size = self._ask(request, what, length, True, dtype)
-        return self._read_exact(size, f"a {size}-byte response")
-
-    def _parsed(self, cmd: int, parse: Callable[[bytes], _T]) -> _T:
-        """The answer to the request ``A5 cmd`` (:data:`_ANSWERS`), parsed; a malformed
-        payload (ValueError) as a DeviceProtocolError."""
-        length, dtype, what = _ANSWERS[cmd]
-        raw = self._request(_cmd(cmd), length, dtype, what)
-        try:
-            return parse(raw)
-        except ValueError as err:
-            msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
-            raise DeviceProtocolError(msg) from err
+    def _request(self, request: bytes, what: str, length: int | None, dtype: int,
+            parse: Callable[[bytes], _T], tries: int = 1) -> _T:
+        """Send ``request`` and parse its single answer's payload (``length`` bytes, or up
+        to :data:`MAX_ANSWER_LEN` when None); a malformed one (ValueError) is asked for
+        again up to ``tries`` times in all, then raised as a DeviceProtocolError."""
+        for attempt in range(1, tries + 1):
+            size = self._ask(request, what, length, True, dtype)
+            raw = self._read_exact(size, f"a {size}-byte response")
+            try:
+                return parse(raw)
+            except ValueError as err:
+                if attempt == tries:
+                    msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
+                    raise DeviceProtocolError(msg) from err
+        raise AssertionError("unreachable")
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
         """If bytes are arriving (a scan left running, a boot banner), stop and discard them
@@ -247,29 +232,25 @@ class A1Lidar:
 
     def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""
-        return self._parsed(proto.CMD_GET_INFO, A1Info.from_payload)
+        return self._request(_cmd(proto.CMD_GET_INFO), "GET_INFO", proto.INFO_LEN,
+            proto.TYPE_INFO, A1Info.from_payload)
 
     def get_health(self) -> A1Health:
         """Health status and error code (little-endian, unlike the library)."""
-        return self._parsed(proto.CMD_GET_HEALTH, A1Health.from_payload)
+        return self._request(_cmd(proto.CMD_GET_HEALTH), "GET_HEALTH", proto.HEALTH_LEN,
+            proto.TYPE_HEALTH, A1Health.from_payload)
 
     def get_sample_rate(self) -> A1SampleRate:
         """GET_SAMPLERATE: standard and express sample durations (µs; firmware >= 1.17)."""
-        return self._parsed(proto.CMD_GET_SAMPLERATE, A1SampleRate.from_payload)
+        return self._request(_cmd(proto.CMD_GET_SAMPLERATE), "GET_SAMPLERATE",
+            proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, A1SampleRate.from_payload)
 
     def get_conf(self, conf_type: int, mode_id: int | None = None) -> bytes:
         """GET_LIDAR_CONF (firmware >= 1.24): the value of ``conf_type`` (of scan mode
         ``mode_id`` where the entry is per mode)."""
         what = f"GET_LIDAR_CONF 0x{conf_type:02x}" + ("" if mode_id is None else f" mode {mode_id}")
-        request = proto.conf_request(conf_type, mode_id)
-        for attempt in (1, 2):
-            raw = self._request(request, None, proto.TYPE_GET_LIDAR_CONF, what)
-            try:
-                return proto.conf_value(conf_type, raw)
-            except ValueError as err:  # a damaged answer: once more
-                if attempt == 2:
-                    raise DeviceProtocolError(f"A1 {self.port}: {err}") from err
-        raise AssertionError("unreachable")
+        return self._request(proto.conf_request(conf_type, mode_id), what, None,
+            proto.TYPE_GET_LIDAR_CONF, lambda raw: proto.conf_value(conf_type, raw), tries=2)
 
     def scan_mode(self, mode_id: int) -> proto.ScanMode:
         """One scan mode's name, sample duration, maximum distance and answer type, asked
@@ -356,14 +337,9 @@ class A1Lidar:
 
     def start(self, express_mode: int | None = None) -> None:
         """Start a standard scan, or with ``express_mode`` (a scan mode's id) an express one
-        (84-byte capsules, firmware >= 1.17). No health check is hidden here
-        (:meth:`ensure_healthy`).
-
-        Raises:
-            DeviceSilent: no descriptor within the deadline (for express: a unit
-                without express scan stays silent).
-            DriverError: a descriptor that is not the scan's after one recovery.
-        """
+        (84-byte capsules, firmware >= 1.17); no health check (:meth:`ensure_healthy`).
+        DeviceSilent: no descriptor in time (a unit without express scan stays silent);
+        DriverError: a descriptor that is not the scan's after one recovery."""
         if express_mode is None:
             self._ask(_cmd(proto.CMD_SCAN), "the standard scan request", proto.NODE_LEN,
                       False, proto.TYPE_SCAN)  # fmt: skip
@@ -375,11 +351,8 @@ class A1Lidar:
         self.express_mode = express_mode
 
     def ensure_healthy(self) -> A1Health:
-        """Health check; on ``error`` reset once and check again.
-
-        Raises:
-            DriverError: still in error after a reset (the code is in the message).
-        """
+        """Health check; on ``error`` reset once and check again (DriverError, with the
+        code, if still in error)."""
         health = self.get_health()
         if health.status == "error":
             self.logger.warning("%s: health error 0x%04x, resetting", self.port, health.error_code)
@@ -408,12 +381,6 @@ class A1Lidar:
             self.start(self.express_mode)
 
 
-_ANSWERS = {proto.CMD_GET_INFO: (proto.INFO_LEN, proto.TYPE_INFO, "GET_INFO"),
-    proto.CMD_GET_HEALTH: (proto.HEALTH_LEN, proto.TYPE_HEALTH, "GET_HEALTH"),
-    proto.CMD_GET_SAMPLERATE: (proto.SAMPLERATE_LEN, proto.TYPE_SAMPLE_RATE, "GET_SAMPLERATE")}
-"""Request → its single answer's length, type and name."""
-
-
 def _cmd(cmd: int) -> bytes:
     """A request without payload: ``A5 cmd``."""
     return bytes([proto.SYNC, cmd])
@@ -425,24 +392,15 @@ PREAMBLE_MAX_BYTES = 1 << 20
 
 class A1Scanner(DeviceProtocol):
     """A scan on one A1, as complete turns: the A1's protocol object on its serial link
-    (made here), which reads through the lidar's current port (:meth:`A1Lidar.recover`
-    may reopen it).
+    (made here), reading through the lidar's current port (:meth:`A1Lidar.recover` may
+    reopen it). Use :meth:`open`, :meth:`start`, then :meth:`poll` in a loop.
 
-    Args:
-        port: device path; a stable name (udev symlink, emulator link) survives replugs.
-        read_timeout_s: deadline of each request/answer (s).
-        stale_after_s: silence while scanning before a ``stale`` event (s).
-        restart_after_s: silence while scanning before stop, clear, reconnect, restart (s).
-        reconnect_backoff_s: first wait between reopen attempts after an unplug (s),
-            doubled up to 1 s.
-        reconnect_probe_s: deadline of the first request after a reopen (s); a unit
-            still booting is retried after it.
-        on_event: ``sink(t_ns, kind, message)`` for unplug/reconnect/stale/overrun/error.
-        name: device name (event source, stream names); the reader sets it.
-        scan_mode: ``typical`` or a mode's name as the unit gives it, any case
-            (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
-
-    Use :meth:`open`, :meth:`start`, then :meth:`poll` in a loop.
+    Args (times in s): ``read_timeout_s`` each request/answer; ``stale_after_s`` and
+    ``restart_after_s`` silence while scanning before a ``stale`` event and before stop,
+    clear, reconnect, restart; ``reconnect_backoff_s`` the first wait between reopens
+    (doubled up to 1 s); ``reconnect_probe_s`` the first request after a reopen (a unit
+    still booting is retried). ``scan_mode``: ``typical`` or a mode's name, any case
+    (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
     """
 
     kind = "a1"
@@ -493,21 +451,15 @@ class A1Scanner(DeviceProtocol):
         return self.link.connected
 
     def connect(self) -> None:
-        """Open the port if it is not open; a first open asserts DTR (the motor stops).
-
-        Raises:
-            DeviceUnavailable: the port cannot be opened.
-        """
+        """Open the port if it is not open (DeviceUnavailable if it cannot be); a first
+        open asserts DTR (the motor stops)."""
         if not self.link.connected:
             self.link.attach(self._connect())
 
     def park(self) -> None:
         """Hold the unit still with its port open: scan and motor stopped (DTR set); the only
-        way to keep an A1's motor stopped, as releasing the port (:meth:`close`) starts it.
-
-        Raises:
-            DriverError: the port cannot be opened, or went away.
-        """
+        way to keep an A1's motor stopped, as releasing the port (:meth:`close`) starts it;
+        DriverError if the port cannot be opened or went away."""
         self.connect()
         lidar = self._lidar()
         if self._scanning or lidar.scanning:
@@ -522,11 +474,8 @@ class A1Scanner(DeviceProtocol):
         return bool(self.lidar is not None and self.lidar.motor_running)
 
     def open(self, check_health: bool = True) -> A1Info:
-        """Connect, read GET_INFO and (by default) check health, resetting once on error.
-
-        Raises:
-            DriverError: cannot open, silent, not an A1, or in error after a reset.
-        """
+        """Connect, read GET_INFO and (by default) check health, resetting once on error;
+        DriverError when it cannot open, is silent, not an A1, or in error after a reset."""
         self.connect()
         return self._identify(check_health)
 
@@ -609,7 +558,8 @@ class A1Scanner(DeviceProtocol):
         unreported = asm.bytes_skipped - self._skipped_reported
         if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
             self.link.event(t_ns, "crc_burst",
-                f"{unreported} bytes skipped re-aligning {self._unit()} (corruption or "
+                f"{unreported} bytes skipped re-aligning "
+                f"{'capsules' if self.scan_mode_used == 'express' else 'nodes'} (corruption or "
                 f"loss on the link) since the last report; {asm.bytes_skipped} in all")
             self._skipped_reported = asm.bytes_skipped
             self._skip_reported_ns = t_ns
@@ -775,12 +725,8 @@ class A1Scanner(DeviceProtocol):
 
     def _choose_mode(self) -> proto.ScanMode:
         """The scan mode to run: ``scan_mode`` among the unit's modes (asked with
-        GET_LIDAR_CONF on firmware >= 1.24, the SDK's legacy list below it).
-
-        Raises:
-            DriverError: a mode name the unit does not offer, or one whose answer
-                sensorbench does not decode (the message lists the unit's modes).
-        """
+        GET_LIDAR_CONF on firmware >= 1.24, the SDK's legacy list below it); DriverError,
+        listing the unit's modes, for a name it does not offer or an answer not decoded."""
         info = self.info
         firmware = info.firmware if info is not None else (0, 0)
         want = self.scan_mode.lower()
@@ -815,9 +761,6 @@ class A1Scanner(DeviceProtocol):
         """A ``note`` event and the stream's ``scan_mode_note`` (the bring-up has no session)."""
         self.mode_note = text
         self.link.event(time.monotonic_ns(), "note", f"{self.link.port}: {text}")
-
-    def _unit(self) -> str:
-        return "capsules" if self.scan_mode_used == "express" else "nodes"
 
     def _emit_turns(self, turns: LidarTurns) -> int:
         """Store turns (session, the current :meth:`poll`'s result, counters); returns
@@ -868,17 +811,12 @@ def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
         read_timeout_s: float = 1.0, first_turn_timeout_s: float | None = 5.0,
         stale_after_s: float = 0.5, restart_after_s: float = 3.0, scan_mode: str = "standard"
 ) -> SerialReader:
-    """The reader of one A1 in a capture session (its protocol: ``reader.protocol``).
-
-    Args:
-        name: device name (stream names and event source).
-        writer: session writer (or set by ``declare``); None keeps events only.
-        attrs: extra lidar stream attributes (``frame``, ``mount_xy_yaw``...).
-        scanner: an already started scanner to take over (from the sequencer); else
-            one is made from ``port`` and the deadlines, as :class:`A1Scanner` takes them.
-        first_turn_timeout_s: deadline for the first complete turn in ``start`` (s);
-            None to skip the check.
-    """
+    """The reader of device ``name`` (an A1) in a capture session (its protocol:
+    ``reader.protocol``), writing to ``writer`` (None: events only) with extra lidar stream
+    ``attrs``. ``scanner``: an already started scanner to take over (from the sequencer),
+    else one made from ``port`` and the deadlines as :class:`A1Scanner` takes them.
+    ``first_turn_timeout_s``: deadline of the first complete turn in ``start`` (s; None:
+    no check)."""
     warm_up()
     scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s,
         stale_after_s=stale_after_s, restart_after_s=restart_after_s, scan_mode=scan_mode)

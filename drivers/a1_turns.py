@@ -38,17 +38,14 @@ def _counter(slot: int, doc: str) -> Any:
 
 
 class A1Turns:
-    """Bytes of one scan in, complete turns out; all state per instance.
+    """Bytes of one scan in ``mode`` (``standard``: 5-byte nodes, ``express``: 84-byte
+    capsules) in, complete turns out: a turn runs from a start flag to the next (or
+    :meth:`flush`, flagged ``PACKET_LOSS``); dropped and skipped nodes: docs/A1.md, Turns.
 
-    Args:
-        mode: ``standard`` (5-byte nodes) or ``express`` (84-byte capsules).
-        sample_us: the mode's sample duration (µs) for device times; 0 or None: none.
-        max_node_ns: host-time spreading: at most this much per node (ns).
-        nominal_us: > 0 for a capture without receive times: every time is the
-            first read's ``t_ns`` + sample index × this (µs, may be fractional).
-
-    A turn runs from a start flag to the next (or :meth:`flush`, flagged
-    ``PACKET_LOSS``); the rules for dropped and skipped nodes: docs/A1.md, Turns.
+    ``sample_us``: the mode's sample duration (µs) for device times (0 or None: none);
+    ``max_node_ns``: host-time spreading, at most this much per node (ns);
+    ``nominal_us`` > 0 for a capture without receive times: every time is the first
+    read's ``t_ns`` + sample index × this (µs).
     """
 
     def __init__(self, mode: str = "standard", sample_us: float | None = None,
@@ -88,12 +85,9 @@ class A1Turns:
 
     def reset(self, offset: int | None = None, mode: str | None = None,
             sample_us: float | None = None, nominal_us: float | None = None) -> None:
-        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor.
-
-        ``offset`` is the stream offset of the next byte (default: past the tail);
-        ``mode``, ``sample_us`` (0: no device time) and ``nominal_us`` (µs) change the
-        scan's, when given.
-        """
+        """A new scan (start, restart, reconnect): no tail, no turn, no clock anchor;
+        ``offset``: of the next byte (default: past the tail); the others, given, change
+        the scan's."""
         if mode is not None:
             self._check(mode)
             self.mode = mode
@@ -226,11 +220,8 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
     fed as received, so the turns are the live scanner's; without it the capture is one
     chunk at ``t0_ns`` timed by sample index × the unit's GET_SAMPLERATE duration if the
     capture holds it, else 1 / ``sample_rate_hz`` (default nominal 2000/s or 4000/s).
-
-    Raises:
-        DriverError: no scan descriptor while ``require_descriptor`` (not an A1 scan
-            capture; pass ``require_descriptor=False`` for a bare stream of ``mode``
-            that starts on a node or capsule boundary).
+    DriverError: no scan descriptor while ``require_descriptor`` (False: a bare stream of
+    ``mode`` that starts on a node or capsule boundary).
     """
     rate = sample_rate_in(data)
     segments = scan_segments(data)
@@ -336,27 +327,15 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
         stream: str | None = None, sample_rate_hz: float | None = None,
         require_descriptor: bool = True, mode: str = "standard", label: str = "",
         overwrite: bool = False) -> dict[str, Any]:
-    """Decode ``raw`` (bare capture or session) into a new session ``output``.
+    """Decode ``raw`` into a new session ``output`` (lidar stream ``name``); returns the
+    counters of :class:`CaptureDecode` and the time base.
 
-    Args:
-        raw: a file of received bytes (with a ``record-raw`` ``.chunks`` sidecar: host
-            read times), or a session whose raw stream is decoded again.
-        output: session file to write.
-        name: lidar stream name in the output.
-        stream: raw stream of a source session (default: its only rplidar one).
-        sample_rate_hz: samples per second that time a bare file without the unit's
-            GET_SAMPLERATE answer (Hz; default the nominal 2000 standard, 4000 express).
-        require_descriptor, mode: as for :func:`decode_capture`.
-        label: session label.
-        overwrite: replace ``output`` if it exists.
-
-    Returns:
-        A summary: the counters of :class:`CaptureDecode` and the time base.
-
-    Raises:
-        SessionError: the source session has no such raw stream (or several and no
-            ``stream``), or the output cannot be written.
-        DriverError: ``raw`` holds no scan descriptor while ``require_descriptor``.
+    ``raw``: a file of received bytes (with a ``record-raw`` ``.chunks`` sidecar: host read
+    times), or a session whose raw ``stream`` (default: its only rplidar one) is decoded
+    again. ``sample_rate_hz`` times a bare file without the unit's GET_SAMPLERATE answer
+    (Hz; default the nominal 2000 standard, 4000 express); ``require_descriptor`` and
+    ``mode`` as for :func:`decode_capture`. SessionError: no such raw stream (or several
+    and no ``stream``) or an unwritable output; DriverError: no scan descriptor.
     """
     raw, output = Path(raw), Path(output)
     data, chunks, source, live = _read_input(raw, stream)

@@ -30,7 +30,8 @@ StatusCallback = Callable[[float, list[ReaderStatus]], None]
 
 
 class CaptureConsumer(Protocol):
-    """Work done on the data as capture records them (see the module docstring)."""
+    """Work done on the data as capture records them (docs/ARCHITECTURE.md, Capture
+    consumer)."""
 
     def declare(self, writer: SessionWriter) -> None:
         """Add the consumer's own streams to ``writer`` (before it starts)."""
@@ -96,14 +97,9 @@ from the device clocks, not from the read boundaries."""
 
 @dataclass(frozen=True)
 class BringupResult:
-    """One device's bring-up.
-
-    Attributes:
-        name, kind, port: from the configuration.
-        ok: the device delivered valid data within its deadline.
-        seconds: from the start request to the first valid data, or to the failure (s).
-        message: what was seen (identity, or why it failed).
-    """
+    """One device's bring-up: ``ok`` when it delivered valid data within its deadline,
+    ``seconds`` from the start request to that or to the failure (s), ``message`` what
+    was seen (identity, or why it failed)."""
 
     name: str
     kind: str
@@ -115,19 +111,9 @@ class BringupResult:
 
 @dataclass(frozen=True)
 class DeviceSummary:
-    """What one device left in the session file.
-
-    Attributes:
-        name, kind, port: from the configuration.
-        bytes: raw bytes recorded.
-        items: points (lidars), frames (pods) or poses (pose sensors) recorded.
-        turns: complete turns recorded (lidars; 0 for pods).
-        crc_errors, drops, reconnects: the reader's counters at the end.
-        unplugs: ``unplug`` events in the file for this device.
-        last_error: the reader's last error, or None.
-        reader_failures: times its reader thread raised and was restarted (data lost).
-        reader_down: its reader thread had ended before the capture stopped (data lost).
-    """
+    """What one device left in the session file: ``bytes`` raw, ``items`` points (lidars),
+    frames (pods) or poses, ``turns`` complete turns (lidars; 0 for pods), ``unplugs``
+    events; the rest is the reader's final :class:`ReaderStatus`."""
 
     name: str
     kind: str
@@ -151,17 +137,10 @@ class DeviceSummary:
 
 @dataclass
 class CaptureResult:
-    """The outcome of :func:`run_capture`.
-
-    Attributes:
-        path: the session file.
-        recorded_s: time from the end of bring-up to the stop (s).
-        stopped_by: ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device failed
-            to come up), ``"disk"`` (the disk is full or nearly so) or ``"error"`` (the
-            writer failed otherwise).
-        error: the error message when ``stopped_by`` is ``"disk"`` or ``"error"``.
-        bringup: per-device bring-up results, in power-up order.
-        devices: per-device summary of the file's contents.
+    """The outcome of :func:`run_capture`: ``recorded_s`` from the end of bring-up to the
+    stop (s); ``stopped_by`` ``"duration"``, ``"stop"`` (signal), ``"bringup"`` (a device
+    failed to come up), ``"disk"`` (full or nearly so) or ``"error"`` (the writer failed
+    otherwise), with the ``error`` message for the last two; ``bringup`` in power-up order.
     """
 
     path: Path
@@ -259,11 +238,8 @@ def _on_each(
 
 
 def _stop_all(readers: Sequence[DeviceReader], timeout_s: float = 3.0) -> None:
-    """Stop every reader concurrently (each within ``timeout_s``).
-
-    A reader's final ``stop`` event cannot be written once the writer has failed;
-    its port is closed before that, so the error is dropped here.
-    """
+    """Stop every reader concurrently (each within ``timeout_s``, s); an error (the final
+    ``stop`` event of a failed writer, after the port closed) is dropped."""
     _on_each(readers, lambda r: r.stop(timeout_s), timeout_s + 1.0)
 
 
@@ -274,19 +250,12 @@ def run_bringup(config: RobotConfig) -> list[BringupResult]:
 
 @dataclass(frozen=True)
 class CaptureOptions:
-    """How :func:`run_capture` records.
-
-    Attributes:
-        label, note: stored as root attributes.
-        speed: emulation speed-up of the devices (1.0 for hardware).
-        allow_missing: record with the devices that came up when some did not.
-        status_interval_s: period of the status callback (s).
-        flush_interval_s: longest time between flushes to disk (s).
-        min_free_bytes: stop cleanly when the output's file system has less free space
-            than this or than 4 s of the file's current growth, whichever is larger
-            (bytes), so the file is closed intact before the disk is full.
-        stream_read_s: longest wait of one read of a streaming device (LD19, pods), s:
-            data wait up to this long in the port before they are decoded.
+    """How :func:`run_capture` records: ``label`` and ``note`` (root attributes), the
+    devices' emulation ``speed`` (1.0 for hardware), whether to record with the devices
+    that came up when some did not (``allow_missing``), the status and flush periods and
+    ``stream_read_s`` (:data:`STREAM_READ_S`), s. ``min_free_bytes``:
+    stop cleanly when the file system has less free space than this or than 4 s of the
+    file's growth, so the file is closed intact before the disk is full.
     """
 
     label: str = ""
@@ -304,25 +273,14 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
         on_bringup: Callable[[BringupResult], None] | None = None,
         stop: threading.Event | None = None, extra_readers: Sequence[DeviceReader] = (),
         consumer: CaptureConsumer | None = None) -> CaptureResult:
-    """Record every configured device into ``output`` for ``duration_s`` seconds.
+    """Record every configured device into the new session ``output`` (SessionError if it
+    exists or cannot be created) for ``duration_s`` s after the bring-up (``inf``: until
+    ``stop`` is set; the bring-up is not interrupted, each step has its own deadline).
 
-    Args:
-        config: validated robot configuration.
-        output: session file to create (refused if it exists).
-        duration_s: recording time after the bring-up (s); ``inf`` runs until ``stop``.
-        options: label, note, emulation speed, deadlines (defaults: :class:`CaptureOptions`).
-        on_status: called about every ``status_interval_s`` with (recorded seconds,
-            statuses); must not block.
-        on_bringup: called with each device's bring-up result when the bring-up is done.
-        stop: set it to end the capture cleanly (signal handlers do); the bring-up
-            itself is not interrupted (each step has its own deadline).
-        extra_readers: sources that are not serial devices of the configuration (the
-            demo's pose source): run with the device readers, but not brought up and
-            not in the device summary.
-        consumer: works on the data as they are recorded (:class:`CaptureConsumer`).
-
-    Raises:
-        SessionError: the output cannot be created.
+    ``on_status(recorded_s, statuses)`` is called every ``status_interval_s`` and must not
+    block; ``on_bringup`` with each device's bring-up result. ``extra_readers``: sources
+    that are not serial devices (the demo's pose source), run with the readers but not
+    brought up nor summarised.
     """
     opts = options or CaptureOptions()
     _check_output(Path(output), duration_s)
@@ -334,7 +292,10 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
             on_bringup(row)
     up = {b.name for b in result.bringup if b.ok}
     attrs = _session_attrs(config, opts.note, duration_s, result.bringup)
-    writer = _new_writer(consumer, output, config.text, opts, attrs)
+    make: Callable[..., SessionWriter] = (  # with a consumer: one that hands it every item
+        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
+    writer = make(output, label=opts.label, config_text=config.text,
+        flush_interval_s=opts.flush_interval_s, attrs=attrs)
     readers = {
         d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
         for d in config.devices
@@ -421,15 +382,6 @@ def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: 
     return t0
 
 
-def _new_writer(consumer: CaptureConsumer | None, output: str | os.PathLike[str], config_text: str,
-        opts: CaptureOptions, attrs: dict[str, Any]) -> SessionWriter:
-    """The capture's session writer; with a consumer, one that hands it every item."""
-    make: Callable[..., SessionWriter] = (
-        SessionWriter if consumer is None else functools.partial(_TappedWriter, consumer))
-    return make(output, label=opts.label, config_text=config_text,
-        flush_interval_s=opts.flush_interval_s, attrs=attrs)
-
-
 def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
     """(stopped_by, message) of a writer that failed: ``"disk"`` when the disk is full."""
     from sensorbench.logs.h5_output import NoRoomError
@@ -448,11 +400,8 @@ def _writer_stop(writer: SessionWriter, exc: BaseException) -> tuple[str, str]:
 
 
 class _DiskGuard:
-    """Watches the output's file system: too little room left for the next seconds?
-
-    HDF5 does not fail cleanly on ENOSPC (errors surface late, at close, or crash the
-    process), so capture stops *before* the disk is full, with the file intact.
-    """
+    """Watches the output's file system: too little room left for the next seconds? (HDF5
+    does not fail cleanly on ENOSPC: docs/CAPTURE.md, What capture does.)"""
 
     def __init__(self, path: Path, min_free_bytes: int, interval_s: float) -> None:
         self.path = path
@@ -481,11 +430,8 @@ class _DiskGuard:
 
 def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, duration_s: float,
         loop: _Loop, guard: _DiskGuard) -> tuple[str, str | None]:
-    """The status loop; returns (stopped_by, error).
-
-    When a reader that was disconnected is connected again, a ``note`` event states
-    the length of its data gap (from its own ``unplug`` and ``reconnect`` events).
-    """
+    """The status loop; returns (stopped_by, error). A reader connected again gets a
+    ``note`` event stating its data gap (:func:`_gap_text`)."""
     connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0
@@ -521,10 +467,8 @@ def _gap_text(reader: DeviceReader) -> str:
 def summarize(
     path: Path, config: RobotConfig, statuses: dict[str, ReaderStatus]
 ) -> list[DeviceSummary]:
-    """Per-device contents of the session file for the devices that recorded.
-
-    Counts are 0 where the file cannot be read (e.g. the disk filled before a flush).
-    """
+    """Per-device contents of the session file for the devices that recorded (0 where the
+    file cannot be read, e.g. the disk filled before a flush)."""
     counts: dict[str, tuple[int, int, int]] = {}
     unplugs: collections.Counter[str] = collections.Counter()
     # h5py raises RuntimeError on a file whose writer hit ENOSPC

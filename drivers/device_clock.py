@@ -1,18 +1,8 @@
-"""Device clocks on the host timeline: unwrap a wrapping counter, fit offset and drift.
-
-:class:`CounterUnwrapper` turns a wrapping counter (the LD19's ms stamp wraps at 30000,
-a pod MCU's µs counter at 2**32) into a monotone int64 count; :class:`DeviceClock` maps
-device time onto ``time.monotonic_ns``. Model: ``host_receive = a + b * device + latency``
-with ``latency >= 0``, so ``a`` and ``b`` lie in the *lower envelope*: per window of
-``window_s`` device seconds the least delayed point, a least-squares line through the last
-``max_windows`` minima (``b``: drift, or an N× emulator's 1/N). The constant part of the
-latency ends up in the offset; callers that know part of it (wire time) subtract it.
-
-A mapped time's 1-sigma uncertainty is ``sqrt(s**2 + se**2)``: ``s`` the residual spread
-of the minima about the line, ``se`` the line's standard error there. Until the minima
-span two windows the slope is the nominal one (or, unknown, a least-squares fit through
-the least-delayed point of each arrival) under the lowest point: two adjacent windows'
-minima can lie packets apart and give any slope (3× the true one was seen).
+"""Device clocks on the host timeline: :class:`CounterUnwrapper` makes a wrapping counter
+monotone, :class:`DeviceClock` fits ``host = a + b * device`` through the lower envelope of
+the receive delays, per window the least delayed point (docs/LD19.md, Time). Until the
+minima span two windows the slope is the nominal one: two adjacent windows' minima can lie
+packets apart and give any slope (3× the true one was seen).
 """
 
 from __future__ import annotations
@@ -31,14 +21,9 @@ _PRE_FIT_SPAN_S = 0.05  # device seconds needed before that slope replaces the n
 
 
 class CounterUnwrapper:
-    """Unwrap a counter that counts up modulo ``modulus`` into a monotone int64 count.
-
-    Args:
-        modulus: counter period in ticks (e.g. 30000 for LD19 ms; ``2**32``); None if
-            the counter never wraps.
-        max_backstep: ticks a counter may step backwards (jitter) without being taken
-            for a wrap; 0 for strictly non-decreasing counters.
-    """
+    """Unwrap a counter that counts up modulo ``modulus`` ticks (None: it never wraps) into
+    a monotone int64 count; ``max_backstep``: ticks it may step back (jitter) without being
+    taken for a wrap."""
 
     def __init__(self, modulus: int | None, max_backstep: int = 0) -> None:
         if modulus is not None and modulus < 2:
@@ -54,25 +39,15 @@ class CounterUnwrapper:
         self._last_raw: int | None = None
         self._last: int = 0
 
-    @property
-    def last(self) -> int | None:
-        """The last unwrapped value, or None before any."""
-        return None if self._last_raw is None else self._last
-
     def take_last(self, raw: int) -> None:
         """Record ``raw`` as the last value of a counter without a modulus (its own count)."""
         self._last_raw = self._last = raw
 
     def unwrap(self, raw: np.ndarray, expected_step: np.ndarray | None = None) -> np.ndarray:
-        """Unwrapped counts of ``raw`` (int64), continuing from the previous call.
-
-        Args:
-            raw: counter values in ``[0, modulus)``.
-            expected_step: ticks expected since the previous value, judged from
-                another clock (float, optional). Where it exceeds half the modulus
-                (a long silence), the whole periods it implies are added; shorter
-                steps are taken from the counter alone.
-        """
+        """Unwrapped counts of ``raw`` (in ``[0, modulus)``; int64), continuing from the
+        previous call. Where ``expected_step`` (ticks since the previous value, judged from
+        another clock) exceeds half the modulus (a long silence), the whole periods it
+        implies are added."""
         raw = np.ascontiguousarray(raw, dtype=np.int64)
         if raw.size == 0:
             return raw.copy()
@@ -129,17 +104,9 @@ def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int, last: int
 
 @dataclass(frozen=True)
 class ClockEstimate:
-    """The current device→host mapping ``host = offset_ns + slope * (device - ref)``.
-
-    Attributes:
-        ref_device_ns: device time the offset refers to (ns).
-        offset_ns: host time of ``ref_device_ns`` (ns), constant latency included.
-        slope: host seconds per device second (1 + drift; an N× emulator gives 1/N).
-        drift_ppm: ``(slope - 1) * 1e6``.
-        uncertainty_ns: 1-sigma uncertainty of a mapped time at the newest point (ns).
-        windows: window minima used by the fit.
-        points: points seen since the last reset.
-    """
+    """The current device→host mapping ``host = offset_ns + slope * (device - ref)`` (ns;
+    the offset includes the constant latency), the 1-sigma uncertainty of a mapped time at
+    the newest point (ns), the window minima fitted and the points since the last reset."""
 
     ref_device_ns: int
     offset_ns: int
@@ -151,22 +118,16 @@ class ClockEstimate:
 
 
 class DeviceClock:
-    """Online host↔device clock fit on the lower envelope of receive delays.
+    """Online host↔device clock fit on the lower envelope of receive delays, of a counter
+    of ``tick_ns`` per tick (``modulus`` and ``max_backstep`` as :class:`CounterUnwrapper`'s),
+    one minimum per ``window_s`` device seconds, ``max_windows`` of them kept.
 
-    Args:
-        modulus: counter period in ticks, or None for a non-wrapping counter.
-        tick_ns: nanoseconds per counter tick (1_000_000 for ms, 1000 for µs).
-        window_s: device seconds per envelope window (s).
-        max_windows: window minima kept for the fit (sets the memory, s = max_windows * window_s).
-        nominal_slope: host seconds per device second before the envelope fit exists:
-            1.0 for real hardware, ``1/N`` for an N× emulator; None when unknown, to
-            use a least-squares slope through the arrivals seen so far instead.
-        max_backstep: see :class:`CounterUnwrapper`.
-        max_drift: when the device's clock is known to keep its nominal rate within
-            this fraction, the fitted slope is held there (the offset refitted under
-            it): a reader starved by a busy machine delays whole windows, and a line
-            through their minima was seen 13 % off a 10× emulator's exact slope.
-            None: the fit is free (a caller that does not know the rate).
+    ``nominal_slope``: host s per device s before the envelope fit exists (1.0 for
+    hardware, ``1/N`` for an N× emulator; None: a least-squares slope through the arrivals
+    so far). ``max_drift``: a fraction the device clock is known to keep its nominal rate
+    within; the fitted slope is held there (the offset refitted under it), as a reader
+    starved by a busy machine delays whole windows (a line through their minima was seen
+    13 % off a 10× emulator's slope). None: the fit is free.
     """
 
     def __init__(self, modulus: int | None, tick_ns: int, window_s: float = 1.0,
@@ -208,12 +169,8 @@ class DeviceClock:
     # -- feeding ---------------------------------------------------------------------
 
     def update(self, host_ns: np.ndarray, raw_ticks: np.ndarray) -> np.ndarray:
-        """Add observations; return the unwrapped device times (ns, int64).
-
-        Args:
-            host_ns: host receive time of each observation (ns), non-decreasing.
-            raw_ticks: the device counter of each observation (ticks, possibly wrapped).
-        """
+        """Add observations, their host receive times (ns, non-decreasing) and device
+        counters (ticks, possibly wrapped); return the unwrapped device times (ns, int64)."""
         host = np.asarray(host_ns, dtype=np.int64)
         raw = np.asarray(raw_ticks, dtype=np.int64)
         if host.shape != raw.shape:

@@ -39,11 +39,8 @@ def pick_raw_stream(session: Session, name: str | None, wire: str, option: str) 
 
 
 class DeviceProtocol:
-    """Base of every device's protocol object (see the module docstring).
-
-    Attributes:
-        link: the link this protocol sits on (set by the link).
-    """
+    """Base of every device's protocol object (see the module docstring); :attr:`link` is
+    set by the link it sits on."""
 
     kind = "serial"
     """The device kind (the robot.toml ``kind``), unless the link is given another."""

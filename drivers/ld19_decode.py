@@ -27,22 +27,12 @@ TIME_BASE_DEVICE = "device: unwrapped LD19 ms timestamps (bare capture, no recei
 def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
         device: str | None = None, name: str | None = None, near_filter: bool = False,
         overwrite: bool = False) -> dict[str, Any]:
-    """Decode ``source`` (bare capture or session) into a new session ``output``.
-
-    Args:
-        source: a bare byte capture (host-timed with its ``.chunks`` sidecar) or an HDF5
-            session with the LD19's raw stream (default ``device``: its only LD19 one).
-        name: lidar stream name in the output (default: ``device`` or ``ld19``).
-        near_filter: mark points the SDK near filter rejects as nan.
-        overwrite: replace ``output`` if it exists.
-
-    Returns:
-        A summary: parser counters, turns and points written, time base, and the
-        byte offsets of the packets with an impossible field (``impossible_offsets``).
-
-    Raises:
-        DriverError: no valid LD19 packet in the input.
-        SessionError: unreadable source session or unwritable output.
+    """Decode ``source`` into a new session ``output``: a bare byte capture (host-timed
+    with its ``.chunks`` sidecar) or a session's raw stream ``device`` (default: its only
+    LD19 one), to lidar stream ``name`` (default ``device`` or ``ld19``); ``near_filter``
+    marks the points the SDK near filter rejects as nan. Returns the parser counters,
+    turns and points written, the time base and ``impossible_offsets``. DriverError: no
+    valid LD19 packet; SessionError: unreadable source or unwritable output.
     """
     src = Path(source)
     is_session = h5py.is_hdf5(src)

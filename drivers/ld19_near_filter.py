@@ -19,14 +19,9 @@ LARGE_CLUSTER = 15  # clusters larger than this are always kept
 
 def vendor_mask(angle_deg_cw: np.ndarray, distance_mm: np.ndarray, intensity: np.ndarray,
         speed_deg_s: float) -> np.ndarray:
-    """Points of one turn the SDK's ``NearFilter`` drops (bool), in its own units.
-
-    Args:
-        angle_deg_cw: point angles as the SDK computes them (°, clockwise, [0, 360)).
-        distance_mm: distances (mm, integers; 0 = no return).
-        intensity: intensities 0..255.
-        speed_deg_s: the turn's rotation speed (deg/s), as in the packets.
-    """
+    """Points of one turn the SDK's ``NearFilter`` drops (bool), in its own units: angles
+    as it computes them (°, clockwise, [0, 360)), distances (mm; 0 = no return), the
+    turn's speed as in the packets (deg/s)."""
     a_all = np.asarray(angle_deg_cw, dtype=np.float64)
     d_all = np.asarray(distance_mm, dtype=np.int64)
     i_all = np.asarray(intensity, dtype=np.int64)
@@ -56,15 +51,9 @@ def vendor_mask(angle_deg_cw: np.ndarray, distance_mm: np.ndarray, intensity: np
 
 def near_filter_mask(angle_rad: np.ndarray, range_m: np.ndarray, intensity: np.ndarray,
         speed_hz: float) -> np.ndarray:
-    """Points of one stored turn the SDK's near filter drops (bool mask).
-
-    Args:
-        angle_rad: stored angles (rad, counter-clockwise, 0 = forward).
-        range_m: ranges (m); ``inf`` = no return (the SDK's distance 0, which takes
-            part); ``nan`` (already invalid) takes no part and is never dropped.
-        intensity: intensities 0..255 (no-returns keep what the device sent).
-        speed_hz: rotation speed of the turn (Hz); nan falls back to 10 Hz.
-    """
+    """Points of one stored turn (rad CCW, m, Hz) the SDK's near filter drops (bool mask):
+    ``inf`` (no return, the SDK's distance 0) takes part, ``nan`` (already invalid) takes
+    no part and is never dropped; a nan speed falls back to 10 Hz."""
     rng = np.asarray(range_m, dtype=np.float64)
     drop = np.zeros(rng.size, dtype=bool)
     use = np.flatnonzero(~np.isnan(rng))

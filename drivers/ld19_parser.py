@@ -26,10 +26,8 @@ MAX_SCAN_HZ = 13.0
 MAX_SPEED_DEG_S = int(2 * MAX_SCAN_HZ * 360)  # twice the fastest scan: not a measurement
 MAX_RANGE_MM = 12000  # a distance beyond it is stored as invalid (nan) and counted
 SPAN_PER_SPEED = 250
-"""The vendor SDK's packet-span check (LDROBOT ldlidar_stl_ros2 ``lipkg.cpp``:151-152):
-a packet is kept when its span in whole degrees, ``(end // 100 - start // 100) mod
-360``, is at most ``speed × 12 / 4500 × 1.5``, i.e. ``250 × span ≤ speed`` (deg/s):
-14° at 10 Hz (12 points at 4500/s span 9.6° there)."""
+"""The vendor SDK's packet-span check: ``250 × span ≤ speed`` (whole degrees, deg/s;
+docs/LD19.md, Parser rules)."""
 REJECTED_KEPT = 10000  # offsets of rejected packets kept per parser (the count is exact)
 
 PACKET_DTYPE = np.dtype([("header", "u1"), ("ver_len", "u1"), ("speed", "<u2"), ("start", "<u2"),
@@ -50,12 +48,8 @@ CRC8_TABLE = build_crc8_table()
 
 
 def _position_tables(table: np.ndarray, max_len: int) -> np.ndarray:
-    """``T[d, v]``: CRC of byte ``v`` followed by ``d`` zero bytes (uint8[max_len, 256]).
-
-    With init 0 and no final XOR the CRC is linear over GF(2), so the CRC of a message
-    is the XOR over its bytes of ``T[bytes after it, byte]``: independent lookups
-    instead of a chain of dependent ones.
-    """
+    """``T[d, v]``: CRC of byte ``v`` followed by ``d`` zero bytes (uint8[max_len, 256]);
+    the CRC is linear, so a message's is the XOR of its bytes' (docs/LD19.md, Parser rules)."""
     out = np.empty((max_len, 256), dtype=np.uint8)
     out[0] = table
     for d in range(1, max_len):
@@ -140,12 +134,9 @@ def _forget(state: np.ndarray) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _lost_in_gap(gap_ms: int, span: int, speed: int) -> int:
-    """Packets lost in a timestamp gap: ``round(gap / period) - 1`` (ties to even), >= 0.
-
-    The period of a packet is 12 angular steps of ``span / 11`` (0.01 deg) at
-    ``speed`` (deg/s): ``120 / 11 * span / speed`` ms, so ``gap / period`` is
-    ``11 gap speed / (120 span)``, evaluated in exact integers.
-    """
+    """Packets lost in a gap of ``gap_ms``: ``round(gap / period) - 1`` (ties to even), >= 0,
+    in exact integers: a period is 12 steps of ``span / 11`` (0.01 deg) at ``speed`` (deg/s),
+    so ``gap / period`` is ``11 gap speed / (120 span)``."""
     num = 11 * gap_ms * speed
     den = 120 * span
     if 2 * num < 3 * den:  # under 1.5 periods (the usual case): none, and no division
@@ -229,19 +220,12 @@ def _points(
 
 @numba.njit(cache=True, nogil=True)
 def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rejected):
-    """Parse the kept tail plus ``new`` in one pass; returns ``(k, n_rejected)``.
-
-    ``host_ns`` is given to every packet, ``max_speed`` the largest possible speed
-    (deg/s); the span check is the vendor SDK's (:data:`SPAN_PER_SPEED`). ``state`` (int64,
-    the ``_EXPECT_AT`` ... slots, with the counters) and ``tail`` (the unconsumed bytes,
-    fewer than 47) are updated in place. The first ``k`` columns of ``fields``
-    (``int64[8, cap]``, rows ``_SPEED`` ...) and the first ``12 k`` values of the flat
-    ``distance`` and ``intensity`` (``12 cap``; flat: 2x faster stores) are the
-    packets; the first ``n_rejected`` columns of ``rejected`` (``int64[2, cap2]``)
-    the stream offset and reason code (:data:`REJECT_REASONS`) of candidates with a
-    good CRC and an impossible field. The caller sizes the outputs for the read
-    (packets are at least 47 bytes apart, candidates 2). Never raises: every index is
-    bounded by the buffer.
+    """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules); returns
+    ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are the
+    first ``k`` columns of ``fields`` (rows ``_SPEED`` ...) and ``12 k`` values of the flat
+    ``distance`` and ``intensity`` (flat: 2x faster stores), the rejected candidates' stream
+    offset and reason code the first ``n_rejected`` columns of ``rejected``; the caller
+    sizes the outputs for the read. Never raises: every index is bounded by the buffer.
     """
     buf = _with_tail(new, state, tail)
     n = buf.size
@@ -334,17 +318,9 @@ def _row(i: int, doc: str) -> Any:
 
 @dataclass
 class LD19Packets:
-    """Decoded packets, ``k`` of them, in stream order.
-
-    Stored as three arrays (:attr:`fields`, :attr:`distance_mm`, :attr:`intensity`):
-    the per-packet values are rows of ``fields``, read through the properties.
-
-    Attributes:
-        fields: ``int64[8, k]``: speed, start, end, timestamp, stream offset, host ns,
-            failures before, lost before (the properties below).
-        distance_mm: ``(k, 12)`` distances (mm; 0 = no return).
-        intensity: ``(k, 12)`` intensities (0..255).
-    """
+    """Decoded packets, ``k`` of them, in stream order: ``fields`` (``int64[8, k]``, read
+    through the properties below), ``distance_mm`` (``(k, 12)``, mm; 0 = no return) and
+    ``intensity`` (``(k, 12)``, 0..255)."""
 
     fields: np.ndarray
     distance_mm: np.ndarray
@@ -398,27 +374,8 @@ for _a in (_EMPTY.fields, _EMPTY.distance_mm, _EMPTY.intensity):
 
 @dataclass
 class ParserCounters:
-    """What the parser saw since construction or :meth:`LD19Parser.reset`.
-
-    Attributes:
-        bytes: bytes fed.
-        packets: packets accepted (CRC and span sanity passed).
-        crc_failures: candidate headers examined whose CRC failed.
-        bytes_skipped: bytes discarded outside accepted packets (garbage,
-            failed packets, unknown packet types).
-        unknown_packets: ``0x54`` headers of another type (e.g. ``0xE0`` health)
-            found where the next packet was expected, right after a good packet.
-        span_failures: packets with a good CRC whose angles are impossible
-            (angle >= 360 deg, or a span the vendor SDK rejects at the packet's
-            speed: :data:`SPAN_PER_SPEED`); rejected.
-        timestamp_failures: packets with a good CRC and a timestamp >= 30000 ms
-            (the counter wraps at 30000); rejected.
-        speed_failures: packets with a good CRC and a speed above
-            :data:`MAX_SPEED_DEG_S`; rejected.
-        timestamp_gaps: device-timestamp gaps between consecutive accepted packets
-            longer than one packet period.
-        lost_packets: packets missing in those gaps (gap / period - 1, rounded).
-    """
+    """What the parser saw since construction or :meth:`LD19Parser.reset`; each counter's
+    meaning: docs/LD19.md, Parser rules (``Counters``)."""
 
     bytes: int = 0
     packets: int = 0
@@ -438,13 +395,10 @@ class ParserCounters:
 
 
 class LD19Parser:
-    """Incremental LD19 packet parser (compiled single pass); one instance per device.
-
-    Args:
-        max_speed_deg_s: largest possible reported speed (deg/s).
+    """Incremental LD19 packet parser (compiled single pass); one instance per device;
+    ``max_speed_deg_s``: largest possible reported speed (deg/s).
 
     Attributes:
-        counters: :class:`ParserCounters`.
         rejected: ``(stream offset, reason)`` of the packets with a good CRC and an
             impossible field (reason ``angle``, ``timestamp`` or ``speed``), the first
             :data:`REJECTED_KEPT` of them (the counters count them all).
@@ -482,12 +436,8 @@ class LD19Parser:
     def feed(
         self, data: bytes | bytearray | memoryview | np.ndarray, host_ns: int = 0
     ) -> LD19Packets:
-        """Parse ``data`` (appended to the kept tail); return the packets it completes.
-
-        Args:
-            data: raw bytes as received (or a uint8 array).
-            host_ns: host receive time of ``data`` (ns), given to every packet it completes.
-        """
+        """Parse ``data`` (bytes as received, or a uint8 array) after the kept tail; return
+        the packets it completes, each given ``host_ns``, the receive time of ``data`` (ns)."""
         if isinstance(data, np.ndarray):
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:

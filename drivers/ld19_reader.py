@@ -22,17 +22,10 @@ or device: four packets' worth holds at least three headers at the right baud ra
 
 
 class LD19Protocol(DeviceProtocol):
-    """Decodes one LD19's bytes into turns (the link records the raw bytes).
-
-    The LD19 is fixed at 230400 baud; a link at another speed only makes sense to
-    reproduce a misconfigured port.
-
-    Args:
-        attrs: extra lidar stream attributes (serial, frame, mount_xy_yaw...).
-        near_filter: mark points the official SDK's near filter rejects as nan before storage.
-        keep_turns: also keep every turn in :attr:`turns` (tests, bring-up checks).
-        clock_slope: host seconds per device second assumed until the device clock's
-            fit exists (about 1 s): 1.0 for hardware, ``1/N`` for an emulator at N×.
+    """Decodes one LD19's bytes into turns (the link records the raw bytes), with extra
+    lidar stream ``attrs``; ``near_filter`` marks the points the SDK's near filter rejects
+    as nan; ``keep_turns`` also keeps them in :attr:`turns`. ``clock_slope``: host s per
+    device s until the clock fit exists (about 1 s): 1.0 for hardware, ``1/N`` at N×.
     """
 
     kind = "ld19"

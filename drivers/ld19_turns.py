@@ -37,14 +37,9 @@ for _a in vars(_NO_TURNS).values():
 
 
 def ld19_clock(nominal_slope: float | None = 1.0) -> DeviceClock:
-    """A device clock for the LD19 millisecond timestamp (wraps at 30000).
-
-    Envelope windows of 0.5 s (about 190 packets each), two minutes of memory.
-
-    Args:
-        nominal_slope: host s per device s until the fit exists: 1.0 for hardware,
-            1/N for an N× emulator, None if unknown (see :class:`DeviceClock`).
-    """
+    """A device clock for the LD19 millisecond timestamp (wraps at 30000): windows of 0.5 s
+    (about 190 packets each), two minutes of memory, ``nominal_slope`` as
+    :class:`DeviceClock`'s."""
     return DeviceClock(modulus=TIMESTAMP_MODULUS_MS, tick_ns=1_000_000, window_s=0.5,
         max_windows=240, nominal_slope=nominal_slope)
 
@@ -65,15 +60,10 @@ def _strictly_increasing(t: np.ndarray) -> np.ndarray:
 
 
 class TurnAssembler:
-    """Packets in, complete turns out; all state per instance.
-
-    Args:
-        clock: device clock to unwrap timestamps and map them to the host (a fresh
-            LD19 clock by default).
-        host_times: map device times to the host clock (True) or store device times.
-        wrap_drop_cdeg: a drop of the clockwise angle larger than this (0.01 deg)
-            between consecutive points starts a new turn.
-    """
+    """Packets in, complete turns out; all state per instance. ``host_times``: map device
+    times to the host through ``clock`` (a fresh :func:`ld19_clock` by default), else store
+    device times; a drop of the clockwise angle larger than ``wrap_drop_cdeg`` (0.01 deg)
+    between consecutive points starts a new turn."""
 
     def __init__(self, clock: DeviceClock | None = None, host_times: bool = True,
             wrap_drop_cdeg: float = 18000.0) -> None:
@@ -88,11 +78,8 @@ class TurnAssembler:
         self.reset()
 
     def reset(self, after_reconnect: bool = False) -> None:
-        """Drop the turn in progress and restart the clock (the device power-cycled).
-
-        Args:
-            after_reconnect: flag the next complete turn ``AFTER_RECONNECT``.
-        """
+        """Drop the turn in progress and restart the clock (the device power-cycled);
+        ``after_reconnect`` flags the next complete turn ``AFTER_RECONNECT``."""
         self.clock.reset()
         self._next_dev: int | None = None  # predicted device ns of the next packet's first point
         self._last_dev: int | None = None  # device ns of the last stored-time point

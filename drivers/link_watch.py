@@ -18,13 +18,8 @@ class Silence(Enum):
 
 class LinkWatch:
     """Silence and reopen bookkeeping of one link: ``stale`` once per silence, then
-    ``resumed``; ``restart`` at most once per ``restart_after_s``; reopen waits doubling.
-
-    Args:
-        stale_after_s: silence before the link is stale (s).
-        backoff_s: wait before the second reopen attempt (s); the first is immediate.
-        backoff_max_s: longest wait between reopen attempts (s).
-        restart_after_s: silence before the protocol should be restarted (s), or None.
+    ``resumed``; ``restart`` at most once per ``restart_after_s``; reopen waits doubling
+    from ``backoff_s`` (the first attempt is immediate). Times as :class:`LinkConfig`'s (s).
     """
 
     def __init__(self, stale_after_s: float = 0.5, backoff_s: float = 0.05,
@@ -90,11 +85,8 @@ class LinkWatch:
 
 
 class Backlog:
-    """Overrun bookkeeping: one overrun per episode of more than ``limit`` waiting bytes.
-
-    Args:
-        limit: bytes waiting beyond which the host is behind, or None (not watched).
-    """
+    """Overrun bookkeeping: one overrun per episode of more than ``limit`` waiting bytes
+    (None: not watched)."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit

@@ -1,29 +1,8 @@
-"""Vectorised decoder of the pod-MCU stream (binary frames or CSV lines).
-
-:class:`PodStreamParser` takes whatever bytes a read returned, keeps the
-incomplete tail for the next call, and returns the frames completed so far with
-every wrapping field unwrapped:
-
-* binary frames are found by their sync pair ``AA 55`` (all candidates at once
-  with numpy), checked for a ``len`` byte consistent with ``flags`` and for
-  CRC-16/CCITT-FALSE (all candidates of one length in one pass); after a bad
-  candidate the search moves on by one byte, not by a frame;
-* CSV lines are split on ``\\n`` and matched against the line grammar; the CSV
-  variant has no checksum, so only structurally broken lines are detected;
-* a read of exactly one valid frame following the previous one (the usual read at wire
-  speed) is decoded with scalar arithmetic (:meth:`PodStreamParser._feed_one`): the same
-  frames, counters and state as the vectorised path, at a tenth of its cost;
-* ``seq`` (16 bit) gaps are counted as lost frames; ``t_us`` (32 bit) and the
-  counters (16 or 32 bit) are unwrapped to int64 by taking each step modulo the
-  width (counters as signed steps, so they must move less than half the range
-  between two received frames; time only forward);
-* an MCU restart (``t_us`` going backwards) starts a new device-time epoch and
-  continues the cumulative counts from where they were (the MCU counts from 0);
-* the error block (``FLAG_ERRORS``: per pod the edges lost because both lines
-  changed, and the latches the MCU could not queue, each 16-bit and cumulative on
-  the MCU) is unwrapped the same way into :attr:`PodFrames.quad_errors` and
-  :attr:`PodFrames.overruns`, cumulative since the parser started; a frame without
-  it adds nothing.
+"""Decoder of the pod-MCU stream (binary frames or CSV lines), whatever bytes a read
+returned: the incomplete tail is kept for the next call, wrapping fields are unwrapped
+(host-side rules: docs/PROTOCOLS.md). A read of whole valid frames following the previous
+one (the usual read) is decoded in scalar arithmetic (:meth:`PodStreamParser._feed_scalar`):
+the same frames, counters and state as the vectorised path, at a tenth of its cost.
 
 Units: device time in ns (MCU microseconds × 1000), counts in encoder ticks,
 yaw in rad, yaw rate in rad/s (nan where the frame carries no IMU fields).
@@ -82,16 +61,8 @@ class PodFrames:
     @staticmethod
     def empty(n_pods: int) -> PodFrames:
         """No frames."""
-        return PodFrames(
-            np.zeros(0, np.int64),
-            np.zeros(0, np.int64),
-            np.zeros((0, n_pods), np.int64),
-            np.zeros(0, np.float64),
-            np.zeros(0, np.float64),
-            np.zeros(0, bool),
-            np.zeros((0, n_pods), np.int64),
-            np.zeros(0, np.int64),
-        )
+        ints, per_pod, floats = np.zeros(0, np.int64), np.zeros((0, n_pods), np.int64), np.zeros(0)
+        return PodFrames(ints, ints, per_pod, floats, floats, np.zeros(0, bool), per_pod, ints)
 
 
 @dataclass

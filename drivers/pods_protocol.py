@@ -28,17 +28,9 @@ DEFAULT_BAUD = 115200
 CRC16_INIT = 0xFFFF
 
 
-def crc16_ccitt_false(data: bytes | memoryview) -> int:
-    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no final XOR).
-
-    :func:`binascii.crc_hqx` is this CRC (the CCITT polynomial, MSB first, no final
-    XOR) from a given initial value; check value CRC("123456789") = 0x29B1.
-    """
-    return binascii.crc_hqx(data, CRC16_INIT)
-
-
 def crc16_rows(rows: np.ndarray) -> np.ndarray:
-    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array -> uint16[k]."""
+    """CRC-16/CCITT-FALSE of every row of a ``(k, L)`` uint8 array -> uint16[k]:
+    :func:`binascii.crc_hqx` from init 0xFFFF is this CRC (check value 0x29B1)."""
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     k, width = rows.shape
     if width == 0:
@@ -50,15 +42,10 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def payload_length(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
-    """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte."""
-    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + error_block(
-        n_pods, errors
-    )
-
-
-def error_block(n_pods: int, errors: bool) -> int:
-    """Bytes of the error block: N quadrature-error counts and the overruns (u16 each)."""
-    return 2 * n_pods + 2 if errors else 0
+    """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte (the error
+    block: N quadrature-error counts and the overruns, u16 each)."""
+    errors_len = 2 * n_pods + 2 if errors else 0
+    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + errors_len
 
 
 def make_flags(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:

@@ -26,17 +26,11 @@ the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
 
 
 class PodProtocol(DeviceProtocol):
-    """Decodes the pod MCU's bytes into encoder frames (the link records the raw bytes).
-
-    Args:
-        n_pods: counters per frame.
-        counter_bits: counter width on the MCU (16 or 32).
-        protocol: ``"binary"`` or ``"csv"``.
-        attrs: extra encoder stream attributes (e.g. nominal pod geometry).
-        clock_slope: host seconds per device second assumed before the clock fit
-            converges (1.0 for hardware; 1/speed for an accelerated emulator); the fit
-            stays within :data:`MAX_CLOCK_DRIFT` of it.
-        keep_frames: also keep every decoded frame in memory (tests, bring-up).
+    """Decodes the pod MCU's bytes (the frame layout as :class:`PodStreamParser`'s) into
+    encoder frames (the link records the raw bytes), with extra stream ``attrs``;
+    ``keep_frames`` also keeps them in memory. ``clock_slope``: host s per device s
+    before the clock fit converges (1.0 for hardware, 1/speed for an emulator); the fit
+    stays within :data:`MAX_CLOCK_DRIFT` of it.
     """
 
     kind = "pods"

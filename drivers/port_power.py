@@ -20,15 +20,9 @@ POWER_METHODS = ("uhubctl", "sysfs")
 
 @dataclass(frozen=True)
 class PortPower:
-    """Switchable power of one downstream USB port.
-
-    Args:
-        hub: the hub's USB device name as in sysfs and uhubctl ``-l`` (``1-1``,
-            ``1-1.4``; a bare bus number ``1`` for a root hub).
-        port: the hub's port number (1-based).
-        method: ``uhubctl`` or ``sysfs``.
-        settle_s: after switching on, how long to wait for the tty to appear (s).
-    """
+    """Switchable power of downstream USB ``port`` (1-based) of ``hub``, the hub's USB
+    device name as in sysfs and uhubctl ``-l`` (``1-1.4``; ``1`` for a root hub), switched by
+    ``method``; ``settle_s``: the wait for the tty to appear after switching on (s)."""
 
     hub: str
     port: int
@@ -57,11 +51,8 @@ class PortPower:
 
     def switch(self, on: bool, runner: Callable[..., Any] = subprocess.run,
             sysfs_root: str | os.PathLike[str] = "/sys") -> None:
-        """Switch the port on or off.
-
-        Raises:
-            DriverError: uhubctl missing or failing, or the sysfs file not writable.
-        """
+        """Switch the port on or off (DriverError: uhubctl missing or failing, or the sysfs
+        file not writable)."""
         if self.method == "uhubctl":
             argv = self.uhubctl_command(on)
             try:

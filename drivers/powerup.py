@@ -30,20 +30,12 @@ log = logging.getLogger("sensorbench.powerup")
 
 @dataclass
 class DeviceSpec:
-    """One device to bring up.
-
-    Attributes:
-        name: device name (``lidar_front``).
-        kind: a registered device kind (``a1``, ``ld19``...).
-        port: device path (stable udev name preferred).
-        delay_after_s: wait after this device is ready before the next starts (s).
-        ready_timeout_s: deadline for the first complete valid turn after start (s).
-        read_timeout_s: deadline of each request/answer while opening (s).
-        power: optional switchable port power.
-        options: kind-specific extras (``config``: the device's configuration, which
-            a streaming kind's steps need; ``min_points`` and ``scan_mode`` for an A1).
-        steps: a steps factory instead of the kind's (a device outside the registry,
-            e.g. in a test); None uses the registered kind's.
+    """One device to bring up (``kind``: a registered one), with deadlines (s): the wait
+    after it is ready before the next starts, for the first complete valid turn after the
+    start, for each request/answer while opening. ``options``: kind-specific extras
+    (``config``: the device's configuration, which a streaming kind's steps need;
+    ``min_points`` and ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
+    registered kind's (a device outside the registry, e.g. in a test).
     """
 
     name: str
@@ -251,14 +243,9 @@ def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
 
 
 class PowerUpSequencer:
-    """Brings devices up in order.
-
-    Args:
-        specs: devices in power-up order.
-        retries: extra attempts per device after a failure.
-        backoff_s: wait before the first retry (s), doubled each time.
-        runner, sysfs_root: how port power is switched (injectable for tests).
-    """
+    """Brings ``specs`` up in that order, each with ``retries`` extra attempts, the first
+    ``backoff_s`` (s) after a failure, doubled each time; ``runner`` and ``sysfs_root``
+    switch port power (injectable for tests)."""
 
     def __init__(self, specs: list[DeviceSpec], retries: int = 2, backoff_s: float = 0.5,
             runner: Callable[..., Any] = subprocess.run,
@@ -289,7 +276,8 @@ class PowerUpSequencer:
         With ``keep`` ready devices stay running (see :attr:`handles`); else all close."""
         warm_up()  # compile or load the decoders now, never on a device's first read
         try:
-            results = self._bring_all()
+            self._park_all()
+            results = self.bring_all()
         finally:
             if keep:
                 self._release(self._parked)
@@ -297,12 +285,12 @@ class PowerUpSequencer:
                 self.close()
         return results
 
-    def _bring_all(self) -> list[PowerUpResult]:
-        """Park every device, then bring each up, the configured gap after the last."""
-        self._park_all()
+    def bring_all(self) -> list[PowerUpResult]:
+        """The schedule, once every device is parked: each brought up in order, its
+        ``delay_after_s`` after the last ready one (a subclass may schedule otherwise)."""
         results = []
         for i, spec in enumerate(self.specs):
-            results.append(self._bring_up(spec))
+            results.append(self.bring_up(spec))
             if results[-1].ready and i + 1 < len(self.specs):
                 self._wait(spec.delay_after_s)
         return results
@@ -380,7 +368,7 @@ class PowerUpSequencer:
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while (remaining := deadline - time.monotonic()) > 0:
-            for steps in self._steps.values():
+            for steps in list(self._steps.values()):  # bring_up may run on several threads
                 steps.idle()
             time.sleep(min(0.05, remaining))
 
@@ -396,44 +384,26 @@ class PowerUpSequencer:
                 f"{spec.port} did not appear within {spec.power.settle_s:.1f} s of powering "
                 f"port {spec.power.port} of hub {spec.power.hub}")
 
-    def _open_and_check(self, spec: DeviceSpec) -> tuple[DeviceSteps, str]:
-        steps = self._parked.pop(spec.name, None) or self._factory(spec)(spec)
-        try:
-            self._power_on(spec)
-            serial_no = steps.open()
-            steps.check()
-        except DriverError:
-            self._hold_or_close(spec, steps)
-            raise
-        return steps, serial_no
-
-    def _start(self, spec: DeviceSpec, steps: DeviceSteps) -> float:
-        try:
-            steps.start()
-        except DriverError:
-            self._hold_or_close(spec, steps)
-            raise
-        return time.monotonic()
-
     def _result(self, spec: DeviceSpec, serial_no: str, ready: bool, why: str, ttf: float,
             attempts: int) -> PowerUpResult:
         tty = os.path.realpath(spec.port) if os.path.exists(spec.port) else ""
         return PowerUpResult(spec.name, spec.kind, spec.port, tty, serial_no, ready, why, ttf,
             attempts, self._warnings.get(spec.name, ""))
 
-    def _bring_up(self, spec: DeviceSpec) -> PowerUpResult:
-        why = ""
-        serial_no = ""
+    def bring_up(self, spec: DeviceSpec) -> PowerUpResult:
+        """Bring one device up (power, open, check, start, first valid turn), retrying with
+        backoff; a device that failed is held parked or closed."""
+        why = serial_no = ""
         for attempt in range(1, self.retries + 2):
             if attempt > 1:
                 self._wait(self.backoff_s * 2 ** (attempt - 2))
+            steps = self._parked.pop(spec.name, None) or self._factory(spec)(spec)
             try:
-                steps, serial_no = self._open_and_check(spec)
-                t_start = self._start(spec, steps)
-            except DriverError as err:
-                why = str(err)
-                continue
-            try:
+                self._power_on(spec)
+                serial_no = steps.open()
+                steps.check()
+                steps.start()
+                t_start = time.monotonic()
                 steps.wait_ready(spec.ready_timeout_s)
             except DriverError as err:
                 why = str(err)

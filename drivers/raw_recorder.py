@@ -34,16 +34,9 @@ _LFLAG_OFF = (termios.ICANON | termios.ECHO | termios.ECHOE | termios.ECHOK | te
 
 @dataclass(frozen=True)
 class RawRecordResult:
-    """What :func:`record_raw` wrote.
-
-    Attributes:
-        path, sidecar: the byte file and its chunk-time sidecar.
-        bytes: bytes recorded.
-        reads: reads that returned data (rows of the sidecar).
-        duration_s: host seconds recorded (s).
-        stopped_by: ``duration``, ``stop`` or ``unplug``.
-        message: why it stopped early ('' for ``duration``).
-    """
+    """What :func:`record_raw` wrote: ``reads`` that returned data (rows of the sidecar),
+    host seconds recorded (s), ``stopped_by`` ``duration``, ``stop`` or ``unplug`` and
+    why (``message``, '' for ``duration``)."""
 
     path: Path
     sidecar: Path
@@ -55,11 +48,8 @@ class RawRecordResult:
 
 
 def set_raw(fd: int, baud: int) -> None:
-    """Put the tty ``fd`` in raw 8N1 mode at ``baud`` with no flow control (termios).
-
-    Raises:
-        DriverError: ``baud`` is not a standard rate termios knows.
-    """
+    """Put the tty ``fd`` in raw 8N1 mode at ``baud`` with no flow control (termios);
+    DriverError for a rate termios does not know."""
     speed = getattr(termios, f"B{baud}", None)
     if speed is None:
         raise DriverError(f"baud rate {baud} is not a standard termios rate")
@@ -75,11 +65,8 @@ def set_raw(fd: int, baud: int) -> None:
 
 
 def configured_device(config: RobotConfig, port: str) -> DeviceConfig:
-    """The device of ``config`` named ``port``, or whose port is the same file.
-
-    Raises:
-        ConfigError: no device of ``config`` is ``port``.
-    """
+    """The device of ``config`` named ``port``, or whose port is the same file (else
+    ConfigError)."""
     for dev in config.devices:
         if port == dev.name or os.path.realpath(port) == os.path.realpath(dev.port):
             return dev
@@ -98,19 +85,11 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
         force: bool = False, send: bytes = b"", dtr: bool = True,
         stop: threading.Event | None = None,
         on_progress: Callable[[float, int], None] | None = None) -> RawRecordResult:
-    """Record ``port`` at ``baud`` for ``duration_s`` s into ``output`` and its sidecar.
-
-    Args:
-        port: the serial device (a udev name works).
-        baud: line rate (230400 for an LD19, 115200 for an A1).
-        duration_s: host seconds to record (s).
-        output: the byte file; the sidecar is ``output + ".chunks"``.
-        force: replace an existing output (and sidecar).
-        send: bytes written once after opening (e.g. ``A5 20``, an A1's scan request).
-        dtr: DTR level set right after the open (False spins an A1's motor:
-            :func:`open_dtr`); an emulator sees it through its modem-line channel.
-        stop: set it to end the recording early (kept, stopped_by ``stop``).
-        on_progress: called about once a second with (seconds, bytes) so far.
+    """Record ``port`` at ``baud`` for ``duration_s`` s into ``output`` and its sidecar
+    ``output + ".chunks"`` (``force``: replacing both). ``send``: bytes written once after
+    opening (``A5 20``, an A1's scan request); ``dtr``: the DTR level set right after the
+    open (:func:`open_dtr`); ``stop`` ends the recording early (kept); ``on_progress``
+    is called about once a second with (seconds, bytes) so far.
 
     Raises:
         OutputError: the output (or its sidecar) exists and not ``force``, or is not a

@@ -17,12 +17,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ReaderStatus:
-    """A snapshot of one reader's health, for the live status line and the summary.
+    """A snapshot of one reader's health (device ``name``, ``kind`` and the ``port`` it
+    opened), for the live status line and the summary.
 
     Attributes:
-        name: device name from the robot configuration (e.g. ``lidar_front``).
-        kind: ``ld19``, ``a1`` or ``pods``.
-        port: the path the reader opened (stable name or tty node).
         connected: True while the port is open and delivering.
         bytes_per_s: received bytes per second over the last status interval (B/s).
         items_per_s: decoded points (lidars) or frames (pods) per second (1/s).
@@ -83,11 +81,8 @@ class DeviceReader(Protocol):
 
 
 class RateMeter:
-    """Per-second rates of cumulative counters between successive calls; thread-safe.
-
-    Args:
-        clock: host time source (s), ``time.monotonic`` by default.
-    """
+    """Per-second rates of cumulative counters between successive calls, on host ``clock``
+    (s); thread-safe."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -95,10 +90,8 @@ class RateMeter:
         self._prev: tuple[float, ...] | None = None
 
     def rates(self, *totals: int) -> tuple[float, ...]:
-        """Increase of each total per host second (1/s) since the previous call.
-
-        All zeros on the first call (and if no host time passed since the previous one).
-        """
+        """Increase of each total per host second (1/s) since the previous call; zeros on
+        the first call and when no host time passed."""
         now = self._clock()
         with self._lock:
             prev, self._prev = self._prev, (now, *totals)
@@ -115,11 +108,9 @@ def seconds_since(t_ns: int | None) -> float:
 
 def record_event(events: collections.deque[tuple[int, str, str]], writer: SessionWriter | None,
         source: str, t_ns: int, kind: str, message: str) -> SensorbenchError | None:
-    """Keep an event in ``events`` and write it to the session unless the writer failed.
-
-    Returns the error if writing it failed (e.g. disk full) instead of raising, so a
-    reader thread reports it in its status rather than dying on it; None otherwise.
-    """
+    """Keep an event in ``events`` and write it to the session unless the writer failed;
+    returns the error of a failed write (disk full) instead of raising, so a reader thread
+    reports it in its status rather than dying on it."""
     events.append((t_ns, kind, message))
     if writer is None or writer.error is not None:
         return None
@@ -131,11 +122,8 @@ def record_event(events: collections.deque[tuple[int, str, str]], writer: Sessio
 
 
 def join_thread(thread: threading.Thread | None, name: str, timeout_s: float) -> str | None:
-    """Wait at most ``timeout_s`` (s) for a reader thread to end.
-
-    Returns None when it ended (or there was none), otherwise the error text for the
-    reader's status: a thread stuck in a driver call is reported, not waited for.
-    """
+    """Wait at most ``timeout_s`` (s) for a reader thread to end; None when it ended (or
+    there was none), else the error for the reader's status (a stuck thread is reported)."""
     if thread is None:
         return None
     thread.join(timeout_s)

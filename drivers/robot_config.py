@@ -83,26 +83,10 @@ class Mount:
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """One configured device.
-
-    Attributes:
-        name: stream name (letters, digits, ``_``, ``-``).
-        kind: a registered kind (:mod:`~sensorbench.drivers.device_kinds`):
-            ``ld19``, ``ld06``, ``a1``, ``pods`` or one added there.
-        port: path to open (stable name), with ``{run_dir}`` substituted.
-        baud: line speed (baud).
-        mount: sensor pose in the body frame, or None (pods have none).
-        gap_s: power-up wait after starting this device before the next (s).
-        timeout_s: power-up deadline for this device to deliver (s).
-        serial: expected serial number (A1 GET_INFO, hex), or None to accept any.
-        protocol: pods only: ``binary`` or ``csv``.
-        counter_bits: pods only: counter width (16 or 32).
-        n_pods: pods only: counters per frame.
-        imu: pods only: the MCU sends yaw rate and yaw.
-        power: the device's switchable hub port (``[powerup] backend``), or None.
-        line: line of the device's ``[[devices]]`` header in the file.
-        options: the validated extra keys of a kind whose keys are not fields above
-            (its ``parse_options`` returns them as ``{"options": {...}}``).
+    """One configured device: the ``[[devices]]`` keys (docs/CAPTURE.md, robot.toml) with
+    ``{run_dir}`` substituted in ``port`` and the ``[powerup]`` defaults applied; ``line``:
+    of its ``[[devices]]`` header; ``options``: the validated extra keys of a kind whose
+    keys are not fields here (its ``parse_options`` returns ``{"options": {...}}``).
     """
 
     name: str
@@ -183,12 +167,9 @@ class RobotConfig:
 
 
 class _Lines:
-    """Line numbers of keys in TOML text, for error messages.
-
-    Tracks ``[table]``, ``[[devices]]`` (indexed), ``key = value`` (dotted keys too)
-    and keys inside one-line inline tables. Paths look like
-    ``("devices", 1, "mount", "x_m")`` or ``("powerup", "order")``.
-    """
+    """Line numbers of keys in TOML text, for error messages: of ``[table]``, ``[[devices]]``
+    (indexed), ``key = value`` (dotted too) and one-line inline tables' keys, by path
+    (``("devices", 1, "mount", "x_m")``)."""
 
     _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
     _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=(.*)$")
@@ -292,12 +273,8 @@ class _Validator:
         return value
 
     def port_identity(self, dev: DeviceConfig, path: tuple) -> tuple[str, int | None]:
-        """(the port's real path, its device number if it exists): how the kernel names it.
-
-        ``./x``, ``x`` and ``//x`` are one path; symlinks are followed. A port that exists
-        must be a serial tty (:func:`is_serial_tty`); one that does not is taken as a
-        device not plugged in yet.
-        """
+        """(the port's real path, its device number if it exists): how the kernel names it
+        (docs/CAPTURE.md, robot.toml: ``port``)."""
         real = os.path.realpath(re.sub(r"^/+", "/", dev.port))
         try:
             st = os.stat(real)
@@ -556,16 +533,8 @@ class _Validator:
 
 def parse_robot_config(text: str, source: str = "robot.toml",
         run_dir: str | os.PathLike[str] | None = None) -> RobotConfig:
-    """Validate robot.toml ``text``; ``source`` names it in errors.
-
-    Args:
-        text: the TOML text.
-        source: file name used in error messages (``source:line: ...``).
-        run_dir: directory substituted for ``{run_dir}`` in ports (emulated robots).
-
-    Raises:
-        ConfigError: the first problem found, naming its line.
-    """
+    """Validate robot.toml ``text`` (ConfigError ``source:line: ...`` for the first problem
+    found); ``run_dir`` is substituted for ``{run_dir}`` in ports (emulated robots)."""
     return _Validator(text, source, None if run_dir is None else os.fspath(run_dir)).run()
 
 

@@ -62,11 +62,8 @@ class SerialPort:
         self._rdev = os.fstat(self.fd).st_rdev
 
     def read(self, max_wait_s: float) -> bytes:
-        """Every byte that arrived, waiting at most ``max_wait_s`` (s) for the first.
-
-        Raises:
-            OSError: the port is gone (it errors, or hung up, or its path went away).
-        """
+        """Every byte that arrived, waiting at most ``max_wait_s`` (s) for the first;
+        OSError when the port is gone."""
         if not select.select([self.fd], [], [], max_wait_s)[0]:
             return b""
         chunks: list[bytes] = []
@@ -127,16 +124,9 @@ class LinkConfig:
 
 
 class SerialLink:
-    """One device's port and its protocol object (which it sets ``link`` of).
-
-    Args:
-        name: device name (session stream names, event source).
-        port: path to open, preferably the stable name (udev symlink or emulator link).
-        protocol: the device kind's protocol object.
-        writer: session writer receiving raw bytes, events and decoded data, or None.
-        baud, kind: line speed (baud) and device kind; the protocol's by default.
-        config: deadlines and backoff.
-        on_event: optional ``sink(t_ns, kind, message)`` called with every event.
+    """Device ``name``'s port (a stable name survives replugs) and its ``protocol`` object
+    (which it sets ``link`` of); ``writer`` (or None) receives raw bytes, events and
+    decoded data, ``on_event`` every event. ``baud`` and ``kind``: the protocol's by default.
     """
 
     def __init__(self, name: str, port: str | os.PathLike[str], protocol: DeviceProtocol,
@@ -180,11 +170,8 @@ class SerialLink:
     # -- for the protocol -----------------------------------------------------------
 
     def standard_port(self) -> SerialPort:
-        """Open the port once (no retry) as every streaming device does.
-
-        Raises:
-            DeviceUnavailable: the port cannot be opened (the message says why).
-        """
+        """Open the port once (no retry) as every streaming device does (DeviceUnavailable,
+        saying why, if it cannot be)."""
         ser = open_serial(self.port, self.baud, timeout_s=self.config.read_timeout_s,
             exclusive=self.config.exclusive)
         return SerialPort(ser, self.port)
@@ -226,11 +213,8 @@ class SerialLink:
         self.protocol.declare_streams(writer)
 
     def open_link(self) -> None:
-        """Open the port through the protocol within ``open_timeout_s``, emit ``start``.
-
-        Raises:
-            DriverError: the port cannot be opened in time, or the start-up failed.
-        """
+        """Open the port through the protocol within ``open_timeout_s``, emit ``start``;
+        DriverError when it cannot be opened in time or the start-up failed."""
         port = self._open_with_deadline(self.config.open_timeout_s)
         self.attach(port)
         note = self.protocol.start_note()
@@ -296,12 +280,14 @@ class SerialLink:
 
     def close(self) -> None:
         """Close the port (no reopen follows until :meth:`open_link` or :meth:`attach`)."""
-        self._drop_port()
+        port, self._port = self._port, None
+        if port is not None:
+            port.close()
 
-    def no_valid_error(self, elapsed_s: float) -> str:
-        """The message when nothing valid arrived within ``elapsed_s`` (s) of opening."""
+    def no_valid_error(self, elapsed_s: float, since: str = "opening") -> str:
+        """The message when nothing valid arrived within ``elapsed_s`` (s) of ``since``."""
         return (f"{self.name}: no {self.protocol.valid_item} on {self.port} within "
-            f"{elapsed_s:.1f} s of opening at {self.baud} baud: {self.protocol.diagnose()}")
+            f"{elapsed_s:.1f} s of {since} at {self.baud} baud: {self.protocol.diagnose()}")
 
     def status(self) -> ReaderStatus:
         """Current health snapshot; rates are over the time since the previous call."""
@@ -338,11 +324,6 @@ class SerialLink:
                     raise DeviceUnavailable(msg) from exc
                 time.sleep(self.watch.wait_s(now))
 
-    def _drop_port(self) -> None:
-        port, self._port = self._port, None
-        if port is not None:
-            port.close()
-
     def _check_backlog(self, port: Port) -> None:
         if self.backlog.limit is None:
             return
@@ -357,9 +338,7 @@ class SerialLink:
         if limit is None or self._no_valid_reported or (t_ns - self.opened_ns) / 1e9 < limit:
             return
         self._no_valid_reported = True
-        self.event(t_ns, "error",
-            f"{self.name}: no {self.protocol.valid_item} on {self.port} within {limit:.1f} s "
-            f"of reopening at {self.baud} baud: {self.protocol.diagnose()}")
+        self.event(t_ns, "error", self.no_valid_error(limit, "reopening"))
 
     def _silent(self, t_ns: int) -> None:
         silent_s = self.watch.silent_s(t_ns)
@@ -379,7 +358,7 @@ class SerialLink:
             self.restarts += 1
 
     def _unplugged(self, exc: BaseException) -> None:
-        self._drop_port()
+        self.close()
         self.unplugs += 1
         self.watch.lost(time.monotonic_ns())
         self.last_error = f"{self.name}: {self.port} went away: {exc}"

@@ -116,20 +116,12 @@ def open_hint(port: str, err: BaseException) -> str:
 def open_serial(port: str | os.PathLike[str], baud: int, *, timeout_s: float,
         write_timeout_s: float | None = None, exclusive: bool = True, dtr: bool = True,
         flush_input: bool = True) -> ModemSerial:
-    """Open ``port`` raw at ``baud``, 8N1, no flow control; the only port-opening function.
-
-    Args:
-        port: device path (a udev name or an emulator's link works).
-        baud: line speed (baud).
-        timeout_s: longest wait of one read (s).
-        write_timeout_s: longest wait of one write (s); None blocks.
-        exclusive: take an exclusive lock (a second opener gets ``busy``).
-        dtr: the DTR level set right after the open (True = asserted, as every open
-            does anyway; on an A1 that stops the motor).
-        flush_input: discard what arrived before the open.
-
-    Raises:
-        DeviceUnavailable: the port does not exist, is not permitted, or is held.
+    """Open ``port`` raw at ``baud``, 8N1, no flow control; the only port-opening function
+    (DeviceUnavailable, with :func:`open_hint`'s reason). Longest wait of one read
+    ``timeout_s`` and of one write ``write_timeout_s`` (s; None blocks); ``exclusive``: a
+    second opener gets ``busy``; ``dtr``: the level set right after the open (True, as
+    every open does anyway, stops an A1's motor); ``flush_input``: discard what arrived
+    before the open.
     """
     path = os.fspath(port)
     ser = ModemSerial()

@@ -51,13 +51,9 @@ class SerialReader:
         return self.link.status()
 
     def start(self) -> None:
-        """Open the link (unless it is open), start the thread, and wait for data.
-
-        Raises:
-            DriverError: the port cannot be opened in time or its start-up failed, or
-                (when the link's ``first_valid_timeout_s`` is set) nothing valid
-                arrived within it; the message says what was seen.
-        """
+        """Open the link (unless it is open), start the thread, and wait for data; DriverError,
+        saying what was seen, when the port cannot be opened in time, its start-up failed
+        or nothing valid arrived within the link's ``first_valid_timeout_s``."""
         link = self.link
         if self._thread is not None:
             raise DriverError(f"{link.name}: reader already started")

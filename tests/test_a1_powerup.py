@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from timing_util import SLACK_S
 
 from sensorbench.drivers import kernels
+from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.powerup import (
     DeviceSpec,
     DeviceSteps,
@@ -28,70 +30,69 @@ from sensorbench.sim.power import PowerBus
 from sensorbench.sim.pty import Faults, PtyPort
 
 
-def _wait_ready(
-    spec: DeviceSpec, steps: DeviceSteps, t_start: float, outcome: dict[str, float | str]
-) -> None:
-    """Thread body of the together run: seconds to ready, or why not."""
-    try:
-        steps.wait_ready(spec.ready_timeout_s)
-        outcome[spec.name] = time.monotonic() - t_start
-    except DriverError as err:
-        outcome[spec.name] = str(err)
+class StartGate:
+    """Lets devices start only together: once every one of ``n`` reached its start, in
+    rank order, back to back (each start returns before the next begins)."""
+
+    def __init__(self, n: int) -> None:
+        self.next = 0
+        self.barrier = threading.Barrier(n, action=self._new_round, timeout=10.0)
+        self.turn = threading.Condition()
+
+    def _new_round(self) -> None:
+        self.next = 0
+
+    def start(self, rank: int, start) -> None:
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise DriverError("the other devices did not reach their start") from None
+        with self.turn:
+            self.turn.wait_for(lambda: self.next == rank, timeout=10.0)
+            try:
+                start()
+            finally:
+                self.next += 1
+                self.turn.notify_all()
+
+
+class GatedSteps:
+    """A device's own steps, its start through a :class:`StartGate`."""
+
+    def __init__(self, steps: DeviceSteps, rank: int, gate: StartGate) -> None:
+        self.steps, self.rank, self.gate = steps, rank, gate
+
+    def __getattr__(self, name: str):
+        return getattr(self.steps, name)
+
+    def start(self) -> None:
+        self.gate.start(self.rank, self.steps.start)
 
 
 class TogetherSequencer(PowerUpSequencer):
-    """The control experiment the stagger is measured against: every device opened,
-    started back to back and waited for at once, with the sequencer's retries."""
+    """The control experiment the stagger is measured against: every device brought up on
+    its own thread, with the sequencer's retries, the starts of each attempt together."""
 
-    def _bring_all(self) -> list[PowerUpResult]:
-        done: dict[str, PowerUpResult] = {}
-        serials: dict[str, str] = {}
-        whys: dict[str, str] = {}
-        for attempt in range(1, self.retries + 2):
-            pending = [s for s in self.specs if s.name not in done]
-            if not pending:
-                break
-            if attempt > 1:
-                self._wait(self.backoff_s * 2 ** (attempt - 2))
-            opened: list[tuple[DeviceSpec, DeviceSteps]] = []
-            for spec in pending:
-                try:
-                    steps, serials[spec.name] = self._open_and_check(spec)
-                except DriverError as err:
-                    whys[spec.name] = str(err)
-                    continue
-                opened.append((spec, steps))
-            started: list[tuple[DeviceSpec, DeviceSteps, float]] = []
-            for spec, steps in opened:  # back to back: the motors start together
-                try:
-                    started.append((spec, steps, self._start(spec, steps)))
-                except DriverError as err:
-                    whys[spec.name] = str(err)
-            outcome: dict[str, float | str] = {}
+    def __init__(self, specs: list[DeviceSpec], **kw) -> None:
+        gate = StartGate(len(specs))
+        super().__init__([self._gated(s, rank, gate) for rank, s in enumerate(specs)], **kw)
 
-            threads = [
-                threading.Thread(target=_wait_ready, args=(*item, outcome), daemon=True)
-                for item in started
-            ]
-            for t in threads:
-                t.start()
-            for t, (spec, _, _) in zip(threads, started, strict=True):
-                t.join(spec.ready_timeout_s + 3 * spec.read_timeout_s + 2.0)
-            for spec, steps, _ in started:
-                got = outcome.get(spec.name, "did not finish waiting")
-                if isinstance(got, float):
-                    self._steps[spec.name] = steps
-                    self.handles[spec.name] = steps.handle
-                    done[spec.name] = self._result(spec, serials[spec.name], True, "", got, attempt)
-                else:
-                    whys[spec.name] = got
-                    self._hold_or_close(spec, steps)
-        return [
-            done.get(s.name)
-            or self._result(s, serials.get(s.name, ""), False, whys.get(s.name, ""), float("nan"),
-                self.retries + 1)
+    @staticmethod
+    def _gated(spec: DeviceSpec, rank: int, gate: StartGate) -> DeviceSpec:
+        factory = spec.steps or get_kind(spec.kind).steps
+        return replace(spec, steps=lambda s: GatedSteps(factory(s), rank, gate))
+
+    def bring_all(self) -> list[PowerUpResult]:
+        results: dict[str, PowerUpResult] = {}
+        threads = [
+            threading.Thread(target=lambda s=s: results.update({s.name: self.bring_up(s)}))
             for s in self.specs
         ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60.0)
+        return [results[s.name] for s in self.specs]
 
 
 SPEED = 10.0

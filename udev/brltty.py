@@ -140,14 +140,8 @@ def read_kernel_log() -> tuple[str | None, str]:
 
 def check_brltty(proc: Path | None = None, rules_dirs: tuple[Path, ...] | None = None,
         kernel_log: str | None = None) -> BrlttyFinding:
-    """Look for brltty's process, its CP2102 udev rule and its kernel log trace.
-
-    Args:
-        proc: the proc file system (default :data:`PROC`).
-        rules_dirs: udev rule directories, highest priority first (default
-            :data:`RULES_DIRS`).
-        kernel_log: kernel log text to search; None reads it (:func:`read_kernel_log`).
-    """
+    """Look for brltty's process (in ``proc``, default :data:`PROC`), its CP2102 udev rule
+    (``rules_dirs``, highest priority first) and its trace in ``kernel_log`` (None: read)."""
     source = "given"
     if kernel_log is None:
         kernel_log, source = read_kernel_log()

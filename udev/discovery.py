@@ -1,13 +1,16 @@
-"""Find every serial (tty) device with pyudev and describe where it is plugged in."""
+"""Find every serial (tty) device with pyudev, describe where it is plugged in, and show
+them as ``sensorbench devices`` does (text table or JSON document)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pyudev
 
+from sensorbench.drivers.capture_display import table
 from sensorbench.errors import UdevError
 
 # A USB interface's kernel name: "<bus>-<port>[.<port>...]:<config>.<interface>".
@@ -22,23 +25,17 @@ KNOWN_BRIDGES: dict[tuple[int, int], str] = {(0x10C4, 0xEA60): "cp210x", (0x1A86
 
 @dataclass(frozen=True)
 class SerialDevice:
-    """One tty on real hardware, as udev sees it.
+    """One tty on real hardware, as udev sees it; the USB fields (``port_path`` ``1-1.2``,
+    ``interface`` ``1.0``, ids, strings) are None off USB and where the device gives none.
 
     Attributes:
-        node: the device node, e.g. ``/dev/ttyUSB0``.
-        sys_path: the tty's sysfs path.
         subsystem_parent: the subsystem of the tty's hardware parent (``usb-serial``,
             ``usb`` for CDC-ACM, ``pnp``, ``platform``...; the ``serial-base``
             layer of kernels >= 6.5 is skipped).
         id_path: udev's ``ID_PATH`` (set by ``60-serial.rules``'s path_id), or None.
-        port_path: USB port path of the usb_device, e.g. ``1-1.2``; None if not USB.
-        interface: USB configuration.interface, e.g. ``1.0``; None if not USB.
-        vid: USB vendor id, e.g. 0x10c4; None if not USB.
-        pid: USB product id; None if not USB.
         serial: the USB serial string (often ``0001`` on CP2102s: not unique).
-        vendor: USB manufacturer string (or udev's ID_VENDOR), may be None.
-        model: USB product string (or udev's ID_MODEL), may be None.
-        driver: kernel driver of the interface (``cp210x``, ``cdc_acm``), may be None.
+        vendor, model: USB manufacturer and product strings (or udev's ID_VENDOR, ID_MODEL).
+        driver: kernel driver of the interface (``cp210x``, ``cdc_acm``).
         devlinks: the symlinks udev made for this node (``DEVLINKS``), sorted.
     """
 
@@ -82,11 +79,8 @@ class SerialDevice:
 
 
 def port_path_from_sys_path(sys_path: str) -> tuple[str | None, str | None]:
-    """Return ``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``.
-
-    Pure string parsing, so it also works for a device that was just removed (its
-    sysfs directory is gone by the time a ``remove`` event is read).
-    """
+    """``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``: from
+    the string alone, so also for a device just removed (its sysfs directory gone)."""
     for part in reversed(sys_path.split("/")):
         match = _INTERFACE_NAME.fullmatch(part)
         if match:
@@ -161,11 +155,8 @@ def _hardware_parent(device: pyudev.Device) -> pyudev.Device | None:
 
 
 def _is_hardware(device: pyudev.Device) -> bool:
-    """True for a tty backed by hardware (not a virtual console, pty or 8250 placeholder).
-
-    The 8250 driver registers placeholder ``ttyS*`` ports on the ``serial8250``
-    platform device whether or not a UART exists; like pyserial, those are left out.
-    """
+    """True for a tty backed by hardware: not a virtual console, pty or one of the ``ttyS*``
+    placeholders the 8250 driver registers whether or not a UART exists (as pyserial)."""
     parent = _hardware_parent(device)
     if parent is None:
         return False
@@ -180,18 +171,9 @@ def _driver(device: pyudev.Device) -> str | None:
 def list_serial_devices(
     context: pyudev.Context | None = None, usb_only: bool = False
 ) -> list[SerialDevice]:
-    """Every hardware tty with its node, ``ID_PATH``, USB port path and identity.
-
-    Args:
-        context: a pyudev context (a new one if None).
-        usb_only: keep only ttys on USB.
-
-    Returns:
-        Devices sorted by port path (USB first), then node.
-
-    Raises:
-        UdevError: when udev cannot be queried (no ``/sys``, libudev missing).
-    """
+    """Every hardware tty (``usb_only``: on USB) with its node, ``ID_PATH``, USB port path
+    and identity, sorted by port path (USB first), then node; UdevError when udev cannot be
+    queried."""
     try:
         ctx = context if context is not None else pyudev.Context()
         devices = [describe(d) for d in ctx.list_devices(subsystem="tty") if _is_hardware(d)]
@@ -213,11 +195,55 @@ def _sort_key(device: SerialDevice) -> tuple:
 
 
 def find_by_port(devices: Iterable[SerialDevice], port_path: str) -> list[SerialDevice]:
-    """The devices plugged into ``port_path``.
-
-    ``port_path`` is ``1-1.2`` (every interface of that USB device) or
-    ``1-1.2:1.0`` (that interface only).
-    """
+    """The devices plugged into ``port_path``: ``1-1.2`` (every interface of that USB
+    device) or ``1-1.2:1.0`` (that interface only)."""
     port, _, interface = port_path.partition(":")
     return [
         d for d in devices if d.port_path == port and (not interface or d.interface == interface)]
+
+
+def device_kind(device: SerialDevice, probe: Any | None) -> str:
+    """The probed kind (:class:`~sensorbench.udev.probe.ProbeResult`), else the bridge
+    guessed from VID:PID with a ``?`` (``cp210x?``), else ``?``."""
+    if probe is not None:
+        return str(probe.kind)
+    return f"{device.bridge}?" if device.bridge else "?"
+
+
+def devices_doc(
+    devices: Sequence[SerialDevice], probes: Mapping[str, Any], brltty: Any | None
+) -> dict[str, Any]:
+    """``devices --json``: every device with its kind and probe, and the brltty check."""
+    out = []
+    for device in devices:
+        result = probes.get(device.node)
+        entry = device.as_dict()
+        entry["kind"] = device_kind(device, result)
+        entry["probe"] = result.as_dict() if result is not None else None
+        out.append(entry)
+    doc: dict[str, Any] = {"devices": out}
+    if brltty is not None:
+        doc["brltty"] = brltty.as_dict()
+    return doc
+
+
+def devices_lines(
+    devices: Sequence[SerialDevice], probes: Mapping[str, Any], show_all: bool
+) -> list[str]:
+    """The table (columns padded to their widest cell), then each probe's detail (s) and
+    each device's udev links."""
+    if not devices:
+        return ["no serial devices found" + ("" if show_all else " on USB (try --all)")]
+    header = ("NODE", "PORT", "VID:PID", "SERIAL", "KIND", "ID_PATH", "MODEL")
+    rows = [(d.node, d.port_path or "-", d.usb_id or "-", d.serial or "-",
+         device_kind(d, probes.get(d.node)), d.id_path or "-", d.model or "-")
+        for d in devices
+    ]  # fmt: skip
+    out = table([header, *rows]).split("\n")
+    for device in devices:
+        result = probes.get(device.node)
+        if result is not None:
+            out.append(f"{device.node}: {result.detail} ({result.elapsed_s:.2f} s)")
+        if device.devlinks:
+            out.append(f"{device.node}: links {' '.join(device.devlinks)}")
+    return out

@@ -38,14 +38,8 @@ class NeedsRootError(UdevError):
 
 @dataclass
 class InstallResult:
-    """What :func:`install_rules` did.
-
-    Attributes:
-        path: the installed file.
-        names: the ``/dev`` symlink names its rules create.
-        replaced: True if a file of that name existed before.
-        commands: the reload/trigger commands run (empty with ``reload=False``).
-    """
+    """What :func:`install_rules` did: the installed file, the ``/dev`` symlink names its
+    rules create, whether it replaced one, the reload/trigger commands run."""
 
     path: Path
     names: list[str]
@@ -66,11 +60,8 @@ def subprocess_runner(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
 
 
 def validate_filename(filename: str) -> str:
-    """Return ``filename`` if it is ``NN-name.rules`` sorting after ``60-serial.rules``.
-
-    Raises:
-        UdevError: otherwise.
-    """
+    """``filename`` if it is ``NN-name.rules`` sorting after ``60-serial.rules``, else
+    UdevError."""
     if not _FILENAME.fullmatch(filename) or filename <= _MUST_SORT_AFTER:
         raise UdevError(f"rules file name {filename!r} must look like NN-name.rules and sort after "
             f"{_MUST_SORT_AFTER} (which sets ID_PATH), e.g. {DEFAULT_FILENAME}")

@@ -27,15 +27,12 @@ KINDS = tuple(k.name for k in probe_kinds())
 
 @dataclass
 class ProbeResult:
-    """What a probe found on one port.
+    """What a probe found on port ``node`` in ``elapsed_s`` (s), said in ``detail``.
 
     Attributes:
-        node: the port probed.
         kind: the registered kind whose probe answered (``ld19`` for the LD19
             protocol, ``pods``, ``a1``), ``unknown`` (nothing recognised within
             the deadlines), ``busy`` (held by another program) or ``error``.
-        detail: a human sentence saying what was seen.
-        elapsed_s: wall time the probe took (s).
         info: kind-specific facts (A1: model, firmware, hardware, serial; LD19:
             packets, speed_hz, kinds; pods: frames, variant).
     """
