@@ -1,15 +1,9 @@
 """The front/rear lidar merge as turns arrive: one thread, ``live-merge``.
 
-The two lidars' turns are queued here as the readers decode them and pushed, in
-arrival order, into the :class:`~sensorbench.fusion.scan_merge.StreamingMerger` — the
-code of ``sensorbench merge``, chunked: mutually nearest pairs within ``max_dt_s``,
-each lidar's points moved into ``base_link`` by its mount, resampled on the finer
-lidar's grid (measured on each stream's first turns), the nearer return kept, returns
-on the robot's footprint dropped. A pair is merged once no later turn can change it
-(about 2 × ``max_dt_s`` plus one turn later), so the session's ``merged`` stream
-holds what ``sensorbench merge SESSION --front F --rear R`` writes from the recorded
-streams (``tests/test_live_end_to_end.py``). The merge is not motion-compensated (as
-``merge`` without ``--pose``).
+The two lidars' turns are pushed in arrival order into the
+:class:`~sensorbench.fusion.scan_merge.StreamingMerger`, the code of ``sensorbench
+merge`` chunked, so the session's ``merged`` stream is what ``merge`` writes from the
+recorded streams (docs/LIVE.md, "Live is replay").
 """
 
 from __future__ import annotations

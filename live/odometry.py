@@ -1,13 +1,10 @@
 """The split filters on the pod stream as it arrives, stepped on the pod reader's thread.
 
-Every encoder batch the pod reader decodes is fed, under a lock, to the
-:class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a session
-through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the
-frames that came out is published before the reader goes back to its port; the estimate
-rows are held and appended every :data:`RECORD_S`. ``live-odometry`` only coasts,
-records and ends the stream. What a live run does differently from ``replay`` (no
-bounce repair, the axes' monitors only, aiding's wait) and in what order a step
-publishes: docs/LIVE.md.
+Each encoder batch goes through the :class:`~sensorbench.fusion.odometry_stream.
+OdometryStream` ``replay`` reads a session through, and one ``SplitFilter.step`` over
+its frames is published before the reader goes back to its port; ``live-odometry``
+only coasts, records and ends the stream. How a live run differs from ``replay`` and
+in what order a step publishes: docs/LIVE.md, "Live is replay" and "At wire speed".
 """
 
 from __future__ import annotations
@@ -50,6 +47,8 @@ NOT_COASTING = np.zeros(1, bool)
 _STOP = object()
 RECORD_S = 0.1
 """Longest time (s) a step's estimate is held before it is appended to the session."""
+AID_WAIT_S = 0.25
+"""Longest wait (s) for the pose stream before frames are filtered without it."""
 
 
 def estimate_rows(
@@ -110,16 +109,9 @@ class OdometryModels:
         )
 
     def warm_up(self) -> None:
-        """Compile (or load from numba's cache) every kernel a live step runs: call it
-        before any device is powered.
-
-        numba compiles a kernel on its first call and holds the interpreter lock while
-        it does: from an empty cache the filters' first step took 39 s (load 9), from
-        the cache about 1 s. On the pod reader's first frame that stalls every reader
-        (bytes pile up in the tty buffers, host receive times lose their meaning) and
-        a short run under load could end before the filters stepped at all. Throwaway
-        filters step over one frame, with a pose sample when the models take aiding.
-        """
+        """Compile (or load from numba's cache) every kernel a live step runs, before any
+        device is powered: numba compiles on the first call holding the interpreter lock,
+        which on the pod reader's first frame would stall every reader (docs/LIVE.md)."""
         filters = SplitFilter(self.noise, gate=self.gate, aid_model=self.aid_model)
         period = 0.05 if self.aid_model is not None else None
         state = filters.start(0.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.geometry, period)
@@ -163,17 +155,14 @@ class OdometryWorker:
         publish: called once per step (:data:`Publisher`); must not block.
         aid_period_s: the pose sensor's period Δt_aid (s), needed with an aid model.
         coast_s: silence of the pod stream after which predictions are published (s).
-        aid_wait_s: longest wait for the pose stream before frames are filtered (s).
     """
 
     def __init__(self, models: OdometryModels, stream_attrs: dict[str, Any], publish: Publisher,
-                 aid_period_s: float | None = None, coast_s: float = 0.1,
-                 aid_wait_s: float = 0.25) -> None:  # fmt: skip
+                 aid_period_s: float | None = None, coast_s: float = 0.1) -> None:
         self.models = models
         self.publish = publish
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
-        self.aid_wait_s = aid_wait_s
         w = models.geometry.W  # a property computed on each read: once here
         self._inverse = increments_inverse(w).tolist()
         self.stream = OdometryStream.for_stream(stream_attrs, w.shape[0])
@@ -326,7 +315,7 @@ class OdometryWorker:
         odo = self.stream
         if odo.t0_ns is None or len(frames) == 0:
             return frames
-        quiet = (time.monotonic_ns() - self._aid_seen_ns) / 1e9 > self.aid_wait_s
+        quiet = (time.monotonic_ns() - self._aid_seen_ns) / 1e9 > AID_WAIT_S
         if quiet:
             return frames
         upto = (self._aid_t_ns - odo.t0_ns) * 1e-9

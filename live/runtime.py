@@ -1,31 +1,10 @@
 """``sensorbench live``: capture, plus the filters, the merge and the view as data arrive.
 
-:class:`LiveRuntime` is a :class:`~sensorbench.drivers.capture.CaptureConsumer`: the
-capture (bring-up, readers, raw and decoded recording, reconnects, status, faults) is
-:func:`~sensorbench.drivers.capture.run_capture`'s, unchanged, and every decoded item
-reaches the runtime right after the writer took it. The runtime
-
-- declares two streams of its own in the session: ``estimate`` (the split filters,
-  with covariance and flags; :mod:`~sensorbench.fusion.estimate_stream`) and
-  ``merged`` (the front/rear A1 merge);
-- steps the split filters on each pod frame on the pod reader's own thread and sends
-  its pose (UDP, ROS 2, the view) before the reader goes back to its port
-  (:mod:`~sensorbench.live.odometry`; a ``pose_sensor`` stream when aiding); routes the
-  two merge lidars' turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every
-  lidar turn, pose and event to the viewer (:mod:`~sensorbench.live.foxglove_view`),
-  and turns, merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
-- never blocks a reader: besides the filters' step ``consume`` only puts on queues,
-  the merge's unbounded (nothing may be lost: it keeps up with several times the data
-  rate), the viewer's bounded (a slow viewer loses view messages, counted, never data);
-- keeps a device that drops out from stopping the others: each worker waits on its own
-  queue; without pod frames the filters coast (predictions published, ``note``
-  events); an unplugged lidar leaves its turns unpaired;
-- names its threads and, on Linux, every thread of the process in the kernel
-  (:func:`~sensorbench.live.threads.name_os_threads`), so ``top -H`` shows
-  ``lidar_front``, ``pods``, ``live-odometry``...
-
-Replaying the session gives the recorded estimate and merge again (docs/LIVE.md, "Live
-is replay").
+:class:`LiveRuntime` is the :class:`~sensorbench.drivers.capture.CaptureConsumer` that
+``run_capture`` hands every decoded item after the writer took it; it declares the
+session's ``estimate`` and ``merged`` streams and routes the items to the filters (on
+the pod reader's thread), the merge, the view and ROS 2 without blocking a reader.
+What runs where and why: docs/LIVE.md, "At wire speed" and "Robust by construction".
 """
 
 from __future__ import annotations
@@ -60,8 +39,7 @@ if TYPE_CHECKING:
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
 VIEW_POSE_NS = 20_000_000
-"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns): 50 a
-second is smooth on screen and spares the view a wake-up per 200 Hz pod frame."""
+"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns)."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +56,6 @@ class LiveOptions:
         aid_period_s: the pose sensor's period (s) when aiding; None: the pose stream's
             ``rate_hz``.
         estimate_attrs: extra attributes of the estimate stream (model files...).
-        view_queue: view items waiting at most (:class:`~sensorbench.live.threads.
-            DropQueue`).
         ros2: publish as a ROS 2 node (:mod:`~sensorbench.live.ros2`), or None.
     """
 
@@ -90,7 +66,6 @@ class LiveOptions:
     max_dt_s: float = 0.1
     aid_period_s: float | None = None
     estimate_attrs: Mapping[str, Any] = field(default_factory=dict)
-    view_queue: int = 256
     ros2: Ros2Options | None = None
 
 
@@ -216,9 +191,7 @@ class LiveRuntime:
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
-            view = FoxgloveView(
-                *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue
-            )
+            view = FoxgloveView(*self.options.foxglove, self.mounts, self.anchor_ns)
             view.start()
             self.view = view
 
