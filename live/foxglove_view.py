@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from foxglove.websocket import ServerListener
@@ -23,6 +23,7 @@ from foxglove.websocket import ServerListener
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
+from sensorbench.live.udp import PoseDatagram
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.ros2_cdr import yaw_quat
@@ -43,16 +44,6 @@ STATUS_SCHEMA = {
         "live": {"type": "object"},
     },
 }
-
-
-class PoseSample(NamedTuple):
-    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances (m²,
-    rad²) and the pose flags."""
-
-    t_ns: int
-    pose: tuple[float, float, float]
-    var: tuple[float, float, float]
-    flags: int
 
 
 class FoxgloveView:
@@ -81,7 +72,7 @@ class FoxgloveView:
         self._port: int | None = None
         self._ch: dict[str, Any] = {}
         self._grids: dict[str, ScanGrid] = {}
-        self._path: list[PoseSample] = []
+        self._path: list[PoseDatagram] = []
         self._events: list[tuple[str, tuple[int, str, str]]] = []
         self._last_path_ns = 0
         self._stop = threading.Event()
@@ -158,7 +149,7 @@ class FoxgloveView:
         """New merged scans (``base_link``)."""
         self.queue.put(("merged", "merged", turns, 0))
 
-    def pose(self, sample: PoseSample, arrivals_ns: tuple[int, ...] = ()) -> None:
+    def pose(self, sample: PoseDatagram, arrivals_ns: tuple[int, ...] = ()) -> None:
         """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns)."""
         self.queue.put(("pose", "", sample, arrivals_ns))
 
@@ -232,7 +223,7 @@ class FoxgloveView:
             channel.log(msg)
             self._count("/lidar/merged")
 
-    def _pose(self, _: str, sample: PoseSample, arrivals: tuple[int, ...]) -> None:
+    def _pose(self, _: str, sample: PoseDatagram, arrivals: tuple[int, ...]) -> None:
         from foxglove.messages import (
             FrameTransform,
             FrameTransforms,
@@ -241,7 +232,7 @@ class FoxgloveView:
             PosesInFrame,
         )
 
-        stamp = self._stamp(sample.t_ns)
+        stamp = self._stamp(sample.stamp_ns)
         frames = [(ODOM, BASE, sample.pose)]
         frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
         transforms = [
@@ -257,10 +248,10 @@ class FoxgloveView:
         self.latencies_ns.extend(now - a for a in arrivals)
         self._count("/tf")
         self._count("/pose")
-        if sample.t_ns - self._last_path_ns >= PATH_STEP_NS:
+        if sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS:
             self._path.append(sample)
             del self._path[:-PATH_POSES]
-            self._last_path_ns = sample.t_ns
+            self._last_path_ns = sample.stamp_ns
             if len(self._path) % 5 == 1:
                 poses = [Pose(position=t, orientation=r)
                          for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip

@@ -36,7 +36,6 @@ from sensorbench.fusion.pod_kinematics import (
     increments_inverse,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
-from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
@@ -137,13 +136,10 @@ class OdometryCounters:
     latencies_ns: list[int] = field(default_factory=list)
 
 
-Publisher = Callable[
-    [list[PoseDatagram], list[tuple[float, ...]], PoseSample, tuple[int, ...]], None
-]
-"""``publish(datagrams, velocity_vars, sample, arrivals)``, once per step: one datagram
-per frame (or one prediction) with its velocity variances (m²/s², m²/s², rad²/s²; the
-datagram has no field for them), the view's sample (the step's last pose) and the arrival
-times (host ns) of the step's pod batches."""
+Publisher = Callable[[list[PoseDatagram], list[tuple[float, ...]], tuple[int, ...]], None]
+"""``publish(datagrams, velocity_vars, arrivals)``, once per step: one datagram per frame
+(or one prediction) with its velocity variances (m²/s², m²/s², rad²/s²; the datagram has
+no field for them) and the arrival times (host ns) of the step's pod batches."""
 
 
 class OdometryWorker:
@@ -373,19 +369,15 @@ class OdometryWorker:
                  var: np.ndarray, flags: list[int], arrivals: tuple[int, ...],
                  velocity_var: list[tuple[float, ...]], frames: int = 1) -> None:  # fmt: skip
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
-        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
-        last row to the view: one call."""
+        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row): one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        poses, variances = pose.tolist(), var.tolist()
-        rows = zip(t_ns, poses, velocity.tolist(), variances, flags, strict=True)
+        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
         datagrams = [
             PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
                          (sx, 0.0, 0.0, sy, 0.0, syaw))
             for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
         ]
-        last = datagrams[-1]
-        sample = PoseSample(last.stamp_ns, tuple(poses[-1]), tuple(variances[-1]), last.flags)
-        self.publish(datagrams, velocity_var, sample, arrivals)
+        self.publish(datagrams, velocity_var, arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every ``coast_s``."""

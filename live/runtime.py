@@ -10,9 +10,10 @@ What runs where and why: docs/LIVE.md, "At wire speed" and "Robust by constructi
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,9 @@ from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.drivers.robot_config import RobotConfig
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
-from sensorbench.fusion.scan_merge import MergeSetup, Mount
+from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
-from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
-from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
+from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
@@ -53,8 +53,6 @@ class LiveOptions:
         front, rear: the lidars the merge pairs; None: the first two A1s of the
             configuration, in its order.
         max_dt_s: the merge's pairing window (s), as ``merge --max-dt``.
-        aid_period_s: the pose sensor's period (s) when aiding; None: the pose stream's
-            ``rate_hz``.
         estimate_attrs: extra attributes of the estimate stream (model files...).
         ros2: publish as a ROS 2 node (:mod:`~sensorbench.live.ros2`), or None.
     """
@@ -64,7 +62,6 @@ class LiveOptions:
     front: str | None = None
     rear: str | None = None
     max_dt_s: float = 0.1
-    aid_period_s: float | None = None
     estimate_attrs: Mapping[str, Any] = field(default_factory=dict)
     ros2: Ros2Options | None = None
 
@@ -97,10 +94,6 @@ class LiveStatus:
     errors: list[str]
     port: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return dict(vars(self))
-
 
 def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tuple[str, str] | None:
     """The lidars the merge pairs: as given, or the configuration's first two A1s.
@@ -131,6 +124,91 @@ def pods_device(config: RobotConfig) -> str | None:
         if get_kind(d.kind).protocol == "pods":
             return d.name
     return None
+
+
+def merged_stream_attrs(front: str, rear: str, setup: MergeSetup) -> dict[str, Any]:
+    """The ``merged`` stream's attributes (those of ``sensorbench merge``'s output that
+    are known before the first turn)."""
+    return {
+        "model": "merged",
+        "frame": "base_link",
+        "mount_xy_yaw": [0.0, 0.0, 0.0],
+        "sources": [front, rear],
+        "max_dt_s": setup.max_dt_s,
+        "pose_source": "",
+        "footprint_removed": setup.footprint is not None,
+        "recorded_by": "sensorbench live",
+    }
+
+
+class MergeWorker:
+    """The ``live-merge`` thread: the two lidars' turns pushed in arrival order into the
+    :class:`~sensorbench.fusion.scan_merge.StreamingMerger`, the code of ``sensorbench
+    merge`` chunked, so ``merged`` is what ``merge`` writes (docs/LIVE.md, "Live is replay").
+
+    Args:
+        front, rear: the two lidar stream names.
+        setup: mounts, footprint and pairing window (as ``merge`` builds it).
+        publish: called with each batch of merged turns; must not block.
+    """
+
+    def __init__(self, front: str, rear: str, setup: MergeSetup,
+                 publish: Callable[[LidarTurns], None]) -> None:  # fmt: skip
+        self.sides = {front: "front", rear: "rear"}
+        self.front, self.rear = front, rear
+        self.setup = setup
+        self.publish = publish
+        self.merger = StreamingMerger(setup)
+        self.writer: SessionWriter | None = None
+        self.merged = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def turns(self, name: str, turns: LidarTurns) -> None:
+        """A lidar's new turns (any thread)."""
+        if name in self.sides:
+            self._inbox.put((self.sides[name], turns))
+
+    def start(self, writer: SessionWriter) -> None:
+        """Start the thread; merged turns go to ``writer``."""
+        self.writer = writer
+        self._thread = threading.Thread(target=self._run, name="live-merge", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Merge what is queued and every pair still pending, then stop."""
+        self._inbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                self.last_error = f"live-merge did not stop within {timeout_s:g} s"
+
+    def _run(self) -> None:
+        while True:
+            item = self._inbox.get()
+            try:
+                if item is None:
+                    self._emit(self.merger.flush())
+                    return
+                self._emit(self.merger.push(*item))
+            except Exception as exc:  # report, keep running: the recording goes on
+                self.errors += 1
+                self.last_error = f"live-merge: {exc!r}"
+
+    def _emit(self, merged: LidarTurns) -> None:
+        if merged.n_turns == 0:
+            return
+        self.merged += merged.n_turns
+        if self.writer is not None:
+            self.writer.append_turns(MERGED_STREAM, merged)
+        self.publish(merged)
+
+    def unpaired(self) -> dict[str, int]:
+        """Turns of each lidar left without a partner so far."""
+        return {self.front: self.merger.unpaired["front"],
+                self.rear: self.merger.unpaired["rear"]}  # fmt: skip
 
 
 class LiveRuntime:
@@ -236,9 +314,7 @@ class LiveRuntime:
             attrs = writer.stream_attrs("encoder", pods)
         except Exception as exc:
             raise LiveError(f"no pod stream {pods!r} in the session (it did not come up)") from exc
-        aid_period = self.options.aid_period_s
-        if models.aid_model is not None and aid_period is None:
-            aid_period = self._aid_period(writer)
+        aid_period = self._aid_period(writer) if models.aid_model is not None else None
         self.odometry = OdometryWorker(models, attrs, self._publish_pose, aid_period)
         declare_estimate(writer, self._estimate_attrs(aid_period))
 
@@ -305,7 +381,7 @@ class LiveRuntime:
             steps_per_s=(steps - s0) / (now - t0) if now > t0 else 0.0,
             coasting=bool(odo is not None and odo.coasting),
             merged=self.merge.merged if self.merge is not None else 0,
-            unpaired=unpaired(self.merge) if self.merge is not None else {},
+            unpaired=self.merge.unpaired() if self.merge is not None else {},
             view_dropped=self.view.dropped if self.view is not None else 0,
             udp_sent=self.udp.sent if self.udp is not None else 0,
             udp_dropped=self.udp.dropped if self.udp is not None else 0,
@@ -329,27 +405,24 @@ class LiveRuntime:
                  "crc_errors": s.crc_errors, "drops": s.drops}
                 for s in statuses
             ]  # fmt: skip
-            self.view.status({"elapsed_s": elapsed_s, "devices": devices, "live": st.as_dict()})
+            self.view.status({"elapsed_s": elapsed_s, "devices": devices, "live": dict(vars(st))})
         return st
 
     # -- internals -----------------------------------------------------------------------
 
-    def _publish_pose(
-        self,
-        datagrams: list[PoseDatagram],
-        velocity_vars: list[tuple[float, ...]],
-        sample: PoseSample,
-        arrivals: tuple[int, ...],
-    ) -> None:
+    def _publish_pose(self, datagrams: list[PoseDatagram],
+                      velocity_vars: list[tuple[float, ...]],
+                      arrivals: tuple[int, ...]) -> None:  # fmt: skip
         if self.udp is not None:
             for datagram in datagrams:
                 self.udp.send(datagram)
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
-        if self.view is not None and sample.t_ns - self._view_pose_ns >= VIEW_POSE_NS:
-            self._view_pose_ns = sample.t_ns
-            self.view.pose(sample, arrivals)
+        last = datagrams[-1]
+        if self.view is not None and last.stamp_ns - self._view_pose_ns >= VIEW_POSE_NS:
+            self._view_pose_ns = last.stamp_ns
+            self.view.pose(last, arrivals)
         if self.ros2 is not None:
             for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
                 self.ros2.pose(datagram, velocity_var)
