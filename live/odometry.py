@@ -131,7 +131,6 @@ class OdometryCounters:
     aid_late: int = 0
     """Pose samples that came after their frame was filtered (dropped live, applied by
     ``replay``)."""
-    errors: int = 0
     last_error: str | None = None
     latencies_ns: list[int] = field(default_factory=list)
 
@@ -234,7 +233,6 @@ class OdometryWorker:
                 self._coast()
                 self._write_held(final=final)
             except Exception as exc:  # report, keep running: the recording goes on
-                self.counters.errors += 1
                 self.counters.last_error = f"live-odometry: {exc!r}"
                 self._event("error", f"live odometry failed on a step: {exc!r}")
 
@@ -392,19 +390,14 @@ class OdometryWorker:
             self.counters.coasting = True
             self._event("note", f"no pod frame for {silent_s:.2f} s: publishing the prediction")
         self._last_pred_ns = now
-        horizon = silent_s
-        pred = []
-        for a in AXES:
-            loop = state.axis(a).loop
-            q = self.models.noise.axis(a).q
-            pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
-                                     loop.pvv, q, horizon))  # fmt: skip
-        pose, vel, var = (np.array([[float(p[i]) for p in pred]]) for i in range(3))
+        loops = [(state.axis(a).loop, self.models.noise.axis(a).q) for a in AXES]
+        pred = [predict_axis(o.p + o.b, o.v, o.ppp + o.pbb, o.ppv, o.pvv, q, silent_s)
+                for o, q in loops]  # fmt: skip
+        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in range(4))
         (t_ns,), _ = estimate_rows(self.stream.t0_ns, np.array([state.t_s]), [False], NOT_COASTING)
         self.counters.predictions += 1
-        vvar = [tuple(float(p[3]) for p in pred)]
-        t_pred = [t_ns + int(horizon * 1e9)]
-        self._publish(t_pred, pose, vel, var, [PREDICTED], (), vvar, frames=0)
+        t_pred = [t_ns + int(silent_s * 1e9)]
+        self._publish(t_pred, pose, vel, var, [PREDICTED], (), [tuple(vvar[0])], frames=0)
 
     def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
         """Write an event at ``t_ns`` (session ns; None: now)."""

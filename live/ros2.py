@@ -218,12 +218,9 @@ class Ros2Publisher:
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
-        self._new_faults = {
-            s.name: (s.crc_errors - self._faults.get(s.name, (0, 0))[0],
-                     s.drops - self._faults.get(s.name, (0, 0))[1])
-            for s in statuses
-        }  # fmt: skip
-        self._faults = {s.name: (s.crc_errors, s.drops) for s in statuses}
+        old, self._faults = self._faults, {s.name: (s.crc_errors, s.drops) for s in statuses}
+        self._new_faults = {k: (c - old.get(k, (0, 0))[0], d - old.get(k, (0, 0))[1])
+                            for k, (c, d) in self._faults.items()}  # fmt: skip
         self._statuses = (time.monotonic(), tuple(statuses))
 
     # -- the thread --------------------------------------------------------------------

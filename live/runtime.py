@@ -120,25 +120,7 @@ def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tupl
 
 def pods_device(config: RobotConfig) -> str | None:
     """The configuration's (first) pod MCU."""
-    for d in config.devices:
-        if get_kind(d.kind).protocol == "pods":
-            return d.name
-    return None
-
-
-def merged_stream_attrs(front: str, rear: str, setup: MergeSetup) -> dict[str, Any]:
-    """The ``merged`` stream's attributes (those of ``sensorbench merge``'s output that
-    are known before the first turn)."""
-    return {
-        "model": "merged",
-        "frame": "base_link",
-        "mount_xy_yaw": [0.0, 0.0, 0.0],
-        "sources": [front, rear],
-        "max_dt_s": setup.max_dt_s,
-        "pose_source": "",
-        "footprint_removed": setup.footprint is not None,
-        "recorded_by": "sensorbench live",
-    }
+    return next((d.name for d in config.devices if get_kind(d.kind).protocol == "pods"), None)
 
 
 class MergeWorker:
@@ -155,13 +137,11 @@ class MergeWorker:
     def __init__(self, front: str, rear: str, setup: MergeSetup,
                  publish: Callable[[LidarTurns], None]) -> None:  # fmt: skip
         self.sides = {front: "front", rear: "rear"}
-        self.front, self.rear = front, rear
         self.setup = setup
         self.publish = publish
         self.merger = StreamingMerger(setup)
         self.writer: SessionWriter | None = None
         self.merged = 0
-        self.errors = 0
         self.last_error: str | None = None
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -194,7 +174,6 @@ class MergeWorker:
                     return
                 self._emit(self.merger.push(*item))
             except Exception as exc:  # report, keep running: the recording goes on
-                self.errors += 1
                 self.last_error = f"live-merge: {exc!r}"
 
     def _emit(self, merged: LidarTurns) -> None:
@@ -207,8 +186,7 @@ class MergeWorker:
 
     def unpaired(self) -> dict[str, int]:
         """Turns of each lidar left without a partner so far."""
-        return {self.front: self.merger.unpaired["front"],
-                self.rear: self.merger.unpaired["rear"]}  # fmt: skip
+        return {name: self.merger.unpaired[side] for name, side in self.sides.items()}
 
 
 class LiveRuntime:
@@ -307,7 +285,17 @@ class LiveRuntime:
                 max_dt_s=self.options.max_dt_s,
             )
             self.merge = MergeWorker(front, rear, setup, self._publish_merged)
-            writer.add_lidar(MERGED_STREAM, attrs=merged_stream_attrs(front, rear, setup))
+            # those of `merge`'s output that are known before the first turn
+            writer.add_lidar(MERGED_STREAM, attrs={
+                "model": "merged",
+                "frame": "base_link",
+                "mount_xy_yaw": [0.0, 0.0, 0.0],
+                "sources": [front, rear],
+                "max_dt_s": setup.max_dt_s,
+                "pose_source": "",
+                "footprint_removed": setup.footprint is not None,
+                "recorded_by": "sensorbench live",
+            })  # fmt: skip
 
     def _declare_filters(self, writer: SessionWriter, models: OdometryModels, pods: str) -> None:
         try:
@@ -504,18 +492,13 @@ def format_live_summary(doc: Mapping[str, Any]) -> str:
     unpaired = ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
     lines = [f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
              f"{doc['merged_scans']} merged scans" + (f", unpaired {unpaired}" if unpaired else "")]
-    view = doc["view"]
-    if view is not None:
-        pub = ", ".join(f"{k} {v}" for k, v in sorted(view["published"].items()))
-        lines.append(
-            f"foxglove ws port {view['port']}: {pub or 'nothing'}; dropped {view['dropped']}"
-        )
-    if doc["udp"] is not None:
-        lines.append(f"udp: {doc['udp']['sent']} datagrams sent, {doc['udp']['dropped']} dropped")
-    if doc["ros2"] is not None:
-        r2 = doc["ros2"]
-        pub = ", ".join(f"{k} {v}" for k, v in sorted(r2["published"].items()))
-        lines.append(f"ros2 domain {r2['domain']}: {pub or 'nothing'}; dropped {r2['dropped']}")
+    for key, what in (("view", "foxglove ws port {port}"), ("udp", ""),
+                      ("ros2", "ros2 domain {domain}")):  # fmt: skip
+        if (d := doc[key]) is None:
+            continue
+        pub = ", ".join(f"{k} {v}" for k, v in sorted(d.get("published", {}).items()))
+        lines.append(f"udp: {d['sent']} datagrams sent, {d['dropped']} dropped" if key == "udp"
+                     else f"{what.format(**d)}: {pub or 'nothing'}; dropped {d['dropped']}")
     lines += [f"frame arrival → {where} publish: p50 {lat['p50_ms']:.2f} ms, "
               f"p99 {lat['p99_ms']:.2f} ms ({lat['n']} batches)"
               for where, lat in doc["latency"].items() if lat["n"]]  # fmt: skip
