@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.signal import savgol_filter
 
 from sensorbench.errors import FitError, SessionError
 from sensorbench.fusion.pod_kinematics import relative_poses, se2_log
@@ -247,6 +245,8 @@ def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray
         return slope * t + intercept
     # both headings are unwrapped, but across a reference gap in a spin one may be a turn
     # off: the difference is slow, so a 2π step in it is such a slip, not a drift
+    from scipy.signal import savgol_filter  # here: live imports this module, not scipy
+
     bridged = np.interp(t, t[good], np.unwrap(imu_rel[good]))
     return savgol_filter(bridged, 2 * half + 1, 2, mode="interp")
 
@@ -345,6 +345,8 @@ def align_drive(
     fit over the offset:
     a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
     """
+    from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
+
     grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
     costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)) for o in grid])
     if not np.any(np.isfinite(costs)):

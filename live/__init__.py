@@ -1,6 +1,2 @@
-"""The live runtime: the split filters, the dual-lidar merge, Foxglove and UDP as data arrive.
-
-Above ``fusion`` (whose step code it runs in chunks) and below ``demo``, ``bench`` and
-the commands (docs/ARCHITECTURE.md). :mod:`~sensorbench.live.runtime` is the entry:
-a :class:`~sensorbench.drivers.capture.CaptureConsumer` for ``run_capture``.
-"""
+"""The live runtime: the split filters, the dual-lidar merge, Foxglove, UDP and ROS 2 as
+data arrive; :mod:`~sensorbench.live.runtime` is the entry (docs/LIVE.md)."""

@@ -1,11 +1,7 @@
-"""The live view in Foxglove: the official ``foxglove-sdk`` WebSocket server.
-
-Its channels are docs/LIVE.md, "Opening the view in Foxglove". The SDK's server
-listens on loopback behind :class:`~sensorbench.live.ws_gate.SubprotocolGate`, which
-serves it where asked under both protocol names. Producers only put work on a bounded
-:class:`~sensorbench.live.threads.DropQueue` (full: the oldest item is dropped and
-counted in :attr:`FoxgloveView.dropped`); one thread (``live-view``) builds and logs
-the messages, so a slow viewer never stalls a reader or the filters.
+"""The live view in Foxglove: the official ``foxglove-sdk`` WebSocket server, behind
+:class:`~sensorbench.live.ws_gate.SubprotocolGate`, fed through a bounded
+:class:`~sensorbench.live.threads.DropQueue` by one thread, ``live-view`` (its channels
+and why a slow viewer stalls nothing: docs/LIVE.md).
 """
 
 from __future__ import annotations
@@ -15,14 +11,18 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+import foxglove
 import numpy as np
+from foxglove import channels as fc
+from foxglove import messages as fm
 from foxglove.websocket import ServerListener
 
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
+from sensorbench.live.udp import PoseDatagram
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.ros2_cdr import yaw_quat
@@ -43,16 +43,6 @@ STATUS_SCHEMA = {
         "live": {"type": "object"},
     },
 }
-
-
-class PoseSample(NamedTuple):
-    """One pose for the view: host time (ns), x, y (m), yaw (rad), their variances (m²,
-    rad²) and the pose flags."""
-
-    t_ns: int
-    pose: tuple[float, float, float]
-    var: tuple[float, float, float]
-    flags: int
 
 
 class FoxgloveView:
@@ -81,7 +71,7 @@ class FoxgloveView:
         self._port: int | None = None
         self._ch: dict[str, Any] = {}
         self._grids: dict[str, ScanGrid] = {}
-        self._path: list[PoseSample] = []
+        self._path: list[PoseDatagram] = []
         self._events: list[tuple[str, tuple[int, str, str]]] = []
         self._last_path_ns = 0
         self._stop = threading.Event()
@@ -105,15 +95,6 @@ class FoxgloveView:
         Raises:
             LiveError: the server cannot listen there (port in use, bad host).
         """
-        import foxglove
-        from foxglove.channels import (
-            FrameTransformsChannel,
-            LaserScanChannel,
-            LogChannel,
-            PoseInFrameChannel,
-            PosesInFrameChannel,
-        )
-
         ctx = self._ctx = foxglove.Context()  # dropping the context closes its channels
         try:  # on loopback: the gate serves it where asked, under both protocol names
             self._server = foxglove.start_server(name="sensorbench live", host="127.0.0.1",
@@ -128,9 +109,11 @@ class FoxgloveView:
             self._server = None
             raise
         self._port = self._gate.port
-        kinds: dict[str, Any] = {f"/lidar/{n}": LaserScanChannel for n in [*self.mounts, "merged"]}
-        kinds.update({"/tf": FrameTransformsChannel, "/pose": PoseInFrameChannel,
-                      "/path": PosesInFrameChannel, "/events": LogChannel})  # fmt: skip
+        kinds: dict[str, Any] = dict.fromkeys(
+            (f"/lidar/{n}" for n in [*self.mounts, "merged"]), fc.LaserScanChannel
+        )
+        kinds.update({"/tf": fc.FrameTransformsChannel, "/pose": fc.PoseInFrameChannel,
+                      "/path": fc.PosesInFrameChannel, "/events": fc.LogChannel})  # fmt: skip
         self._ch = {topic: kind(topic, context=ctx) for topic, kind in kinds.items()}
         self._ch["/status"] = foxglove.Channel("/status", schema=STATUS_SCHEMA, context=ctx)
         self._thread = threading.Thread(target=self._run, name="live-view", daemon=True)
@@ -158,7 +141,7 @@ class FoxgloveView:
         """New merged scans (``base_link``)."""
         self.queue.put(("merged", "merged", turns, 0))
 
-    def pose(self, sample: PoseSample, arrivals_ns: tuple[int, ...] = ()) -> None:
+    def pose(self, sample: PoseDatagram, arrivals_ns: tuple[int, ...] = ()) -> None:
         """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns)."""
         self.queue.put(("pose", "", sample, arrivals_ns))
 
@@ -182,29 +165,24 @@ class FoxgloveView:
             what, name, payload, extra = item
             try:
                 getattr(self, f"_{what}")(name, payload, extra)
-            except Exception as exc:  # a bad item must not end the view
+            except Exception:  # a bad item must not end the view: counted
                 self._count("errors")
-                self._last_error = repr(exc)
 
     def _count(self, topic: str) -> None:
         self.published[topic] = self.published.get(topic, 0) + 1
 
     def _stamp(self, t_ns: int) -> Any:
-        from foxglove.messages import Timestamp
-
         wall = self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1])
-        return Timestamp(wall // 1_000_000_000, wall % 1_000_000_000)
+        return fm.Timestamp(wall // 1_000_000_000, wall % 1_000_000_000)
 
     def _scan(self, name: str, turns: LidarTurns, _: Any) -> None:
-        from foxglove.messages import LaserScan
-
         topic = f"/lidar/{name}"
         channel = self._ch.get(topic)
         if channel is None:
             return
         for k, _, b in binned_turns(self._grids, name, turns):
             start = float(b.angle_min)
-            msg = LaserScan(
+            msg = fm.LaserScan(
                 timestamp=self._stamp(int(turns.t_first_ns[k])),
                 frame_id=name,
                 start_angle=start,
@@ -216,13 +194,11 @@ class FoxgloveView:
             self._count(topic)
 
     def _merged(self, _: str, turns: LidarTurns, __: Any) -> None:
-        from foxglove.messages import LaserScan
-
         channel = self._ch["/lidar/merged"]
         for k in range(turns.n_turns):
             lo, n = int(turns.offset[k]), int(turns.count[k])
             r = turns.range[lo : lo + n].astype(np.float64)
-            msg = LaserScan(
+            msg = fm.LaserScan(
                 timestamp=self._stamp(int(turns.t_first_ns[k])),
                 frame_id=BASE,
                 start_angle=0.0,
@@ -233,39 +209,31 @@ class FoxgloveView:
             channel.log(msg)
             self._count("/lidar/merged")
 
-    def _pose(self, _: str, sample: PoseSample, arrivals: tuple[int, ...]) -> None:
-        from foxglove.messages import (
-            FrameTransform,
-            FrameTransforms,
-            Pose,
-            PoseInFrame,
-            PosesInFrame,
-        )
-
-        stamp = self._stamp(sample.t_ns)
+    def _pose(self, _: str, sample: PoseDatagram, arrivals: tuple[int, ...]) -> None:
+        stamp = self._stamp(sample.stamp_ns)
         frames = [(ODOM, BASE, sample.pose)]
         frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
         transforms = [
-            FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+            fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
                            translation=t, rotation=r)
             for parent, child, xy_yaw in frames for t, r in (_planar(*xy_yaw),)
         ]  # fmt: skip
-        self._ch["/tf"].log(FrameTransforms(transforms=transforms))
+        self._ch["/tf"].log(fm.FrameTransforms(transforms=transforms))
         position, orientation = _planar(*sample.pose)
-        pose = Pose(position=position, orientation=orientation)
-        self._ch["/pose"].log(PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
+        pose = fm.Pose(position=position, orientation=orientation)
+        self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
         now = time.monotonic_ns()
         self.latencies_ns.extend(now - a for a in arrivals)
         self._count("/tf")
         self._count("/pose")
-        if sample.t_ns - self._last_path_ns >= PATH_STEP_NS:
+        if sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS:
             self._path.append(sample)
             del self._path[:-PATH_POSES]
-            self._last_path_ns = sample.t_ns
+            self._last_path_ns = sample.stamp_ns
             if len(self._path) % 5 == 1:
-                poses = [Pose(position=t, orientation=r)
+                poses = [fm.Pose(position=t, orientation=r)
                          for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip
-                self._ch["/path"].log(PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
+                self._ch["/path"].log(fm.PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
                 self._count("/path")
 
     def _history(self, _: str, __: Any, ___: Any) -> None:
@@ -278,12 +246,11 @@ class FoxgloveView:
         self._log(source, ev)
 
     def _log(self, source: str, ev: tuple[int, str, str]) -> None:
-        from foxglove.messages import Log, LogLevel
-
         t_ns, kind, message = ev
         warn = kind in ("unplug", "stale", "overrun", "degraded")
-        level = LogLevel.Error if kind == "error" else LogLevel.Warning if warn else LogLevel.Info
-        self._ch["/events"].log(Log(timestamp=self._stamp(t_ns), level=level,
+        lv = fm.LogLevel
+        level = lv.Error if kind == "error" else lv.Warning if warn else lv.Info
+        self._ch["/events"].log(fm.Log(timestamp=self._stamp(t_ns), level=level,
                                     message=f"{kind}: {message}", name=source))  # fmt: skip
         self._count("/events")
 
@@ -294,10 +261,8 @@ class FoxgloveView:
 
 def _planar(x: float, y: float, yaw: float) -> tuple[Any, Any]:
     """Foxglove's Vector3 and Quaternion of a planar pose: x, y (m), yaw (rad, CCW)."""
-    from foxglove.messages import Quaternion, Vector3
-
     qx, qy, qz, qw = yaw_quat(yaw)
-    return Vector3(x=x, y=y, z=0.0), Quaternion(x=qx, y=qy, z=qz, w=qw)
+    return fm.Vector3(x=x, y=y, z=0.0), fm.Quaternion(x=qx, y=qy, z=qz, w=qw)
 
 
 class _Listener(ServerListener):

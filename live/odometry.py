@@ -1,13 +1,10 @@
 """The split filters on the pod stream as it arrives, stepped on the pod reader's thread.
 
-Every encoder batch the pod reader decodes is fed, under a lock, to the
-:class:`~sensorbench.fusion.odometry_stream.OdometryStream` ``replay`` reads a session
-through, and one :meth:`~sensorbench.fusion.split_filter.SplitFilter.step` over the
-frames that came out is published before the reader goes back to its port; the estimate
-rows are held and appended every :data:`RECORD_S`. ``live-odometry`` only coasts,
-records and ends the stream. What a live run does differently from ``replay`` (no
-bounce repair, the axes' monitors only, aiding's wait) and in what order a step
-publishes: docs/LIVE.md.
+Each encoder batch goes through the :class:`~sensorbench.fusion.odometry_stream.
+OdometryStream` ``replay`` reads a session through, and one ``SplitFilter.step`` over
+its frames is published before the reader goes back to its port; ``live-odometry``
+only coasts, records and ends the stream. How a live run differs from ``replay`` and
+in what order a step publishes: docs/LIVE.md, "Live is replay" and "At wire speed".
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ from sensorbench.fusion.pod_kinematics import (
     increments_inverse,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
-from sensorbench.live.foxglove_view import PoseSample
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
@@ -50,6 +46,8 @@ NOT_COASTING = np.zeros(1, bool)
 _STOP = object()
 RECORD_S = 0.1
 """Longest time (s) a step's estimate is held before it is appended to the session."""
+AID_WAIT_S = 0.25
+"""Longest wait (s) for the pose stream before frames are filtered without it."""
 
 
 def estimate_rows(
@@ -110,16 +108,9 @@ class OdometryModels:
         )
 
     def warm_up(self) -> None:
-        """Compile (or load from numba's cache) every kernel a live step runs: call it
-        before any device is powered.
-
-        numba compiles a kernel on its first call and holds the interpreter lock while
-        it does: from an empty cache the filters' first step took 39 s (load 9), from
-        the cache about 1 s. On the pod reader's first frame that stalls every reader
-        (bytes pile up in the tty buffers, host receive times lose their meaning) and
-        a short run under load could end before the filters stepped at all. Throwaway
-        filters step over one frame, with a pose sample when the models take aiding.
-        """
+        """Compile (or load from numba's cache) every kernel a live step runs, before any
+        device is powered: numba compiles on the first call holding the interpreter lock,
+        which on the pod reader's first frame would stall every reader (docs/LIVE.md)."""
         filters = SplitFilter(self.noise, gate=self.gate, aid_model=self.aid_model)
         period = 0.05 if self.aid_model is not None else None
         state = filters.start(0.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.geometry, period)
@@ -140,18 +131,14 @@ class OdometryCounters:
     aid_late: int = 0
     """Pose samples that came after their frame was filtered (dropped live, applied by
     ``replay``)."""
-    errors: int = 0
     last_error: str | None = None
     latencies_ns: list[int] = field(default_factory=list)
 
 
-Publisher = Callable[
-    [list[PoseDatagram], list[tuple[float, ...]], PoseSample, tuple[int, ...]], None
-]
-"""``publish(datagrams, velocity_vars, sample, arrivals)``, once per step: one datagram
-per frame (or one prediction) with its velocity variances (m²/s², m²/s², rad²/s²; the
-datagram has no field for them), the view's sample (the step's last pose) and the arrival
-times (host ns) of the step's pod batches."""
+Publisher = Callable[[list[PoseDatagram], list[tuple[float, ...]], tuple[int, ...]], None]
+"""``publish(datagrams, velocity_vars, arrivals)``, once per step: one datagram per frame
+(or one prediction) with its velocity variances (m²/s², m²/s², rad²/s²; the datagram has
+no field for them) and the arrival times (host ns) of the step's pod batches."""
 
 
 class OdometryWorker:
@@ -163,17 +150,14 @@ class OdometryWorker:
         publish: called once per step (:data:`Publisher`); must not block.
         aid_period_s: the pose sensor's period Δt_aid (s), needed with an aid model.
         coast_s: silence of the pod stream after which predictions are published (s).
-        aid_wait_s: longest wait for the pose stream before frames are filtered (s).
     """
 
     def __init__(self, models: OdometryModels, stream_attrs: dict[str, Any], publish: Publisher,
-                 aid_period_s: float | None = None, coast_s: float = 0.1,
-                 aid_wait_s: float = 0.25) -> None:  # fmt: skip
+                 aid_period_s: float | None = None, coast_s: float = 0.1) -> None:
         self.models = models
         self.publish = publish
         self.aid_period_s = aid_period_s
         self.coast_s = coast_s
-        self.aid_wait_s = aid_wait_s
         w = models.geometry.W  # a property computed on each read: once here
         self._inverse = increments_inverse(w).tolist()
         self.stream = OdometryStream.for_stream(stream_attrs, w.shape[0])
@@ -249,7 +233,6 @@ class OdometryWorker:
                 self._coast()
                 self._write_held(final=final)
             except Exception as exc:  # report, keep running: the recording goes on
-                self.counters.errors += 1
                 self.counters.last_error = f"live-odometry: {exc!r}"
                 self._event("error", f"live odometry failed on a step: {exc!r}")
 
@@ -326,7 +309,7 @@ class OdometryWorker:
         odo = self.stream
         if odo.t0_ns is None or len(frames) == 0:
             return frames
-        quiet = (time.monotonic_ns() - self._aid_seen_ns) / 1e9 > self.aid_wait_s
+        quiet = (time.monotonic_ns() - self._aid_seen_ns) / 1e9 > AID_WAIT_S
         if quiet:
             return frames
         upto = (self._aid_t_ns - odo.t0_ns) * 1e-9
@@ -384,19 +367,15 @@ class OdometryWorker:
                  var: np.ndarray, flags: list[int], arrivals: tuple[int, ...],
                  velocity_var: list[tuple[float, ...]], frames: int = 1) -> None:  # fmt: skip
         """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
-        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row), the
-        last row to the view: one call."""
+        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row): one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        poses, variances = pose.tolist(), var.tolist()
-        rows = zip(t_ns, poses, velocity.tolist(), variances, flags, strict=True)
+        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
         datagrams = [
             PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
                          (sx, 0.0, 0.0, sy, 0.0, syaw))
             for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
         ]
-        last = datagrams[-1]
-        sample = PoseSample(last.stamp_ns, tuple(poses[-1]), tuple(variances[-1]), last.flags)
-        self.publish(datagrams, velocity_var, sample, arrivals)
+        self.publish(datagrams, velocity_var, arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every ``coast_s``."""
@@ -411,19 +390,14 @@ class OdometryWorker:
             self.counters.coasting = True
             self._event("note", f"no pod frame for {silent_s:.2f} s: publishing the prediction")
         self._last_pred_ns = now
-        horizon = silent_s
-        pred = []
-        for a in AXES:
-            loop = state.axis(a).loop
-            q = self.models.noise.axis(a).q
-            pred.append(predict_axis(loop.p + loop.b, loop.v, loop.ppp + loop.pbb, loop.ppv,
-                                     loop.pvv, q, horizon))  # fmt: skip
-        pose, vel, var = (np.array([[float(p[i]) for p in pred]]) for i in range(3))
+        loops = [(state.axis(a).loop, self.models.noise.axis(a).q) for a in AXES]
+        pred = [predict_axis(o.p + o.b, o.v, o.ppp + o.pbb, o.ppv, o.pvv, q, silent_s)
+                for o, q in loops]  # fmt: skip
+        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in range(4))
         (t_ns,), _ = estimate_rows(self.stream.t0_ns, np.array([state.t_s]), [False], NOT_COASTING)
         self.counters.predictions += 1
-        vvar = [tuple(float(p[3]) for p in pred)]
-        t_pred = [t_ns + int(horizon * 1e9)]
-        self._publish(t_pred, pose, vel, var, [PREDICTED], (), vvar, frames=0)
+        t_pred = [t_ns + int(silent_s * 1e9)]
+        self._publish(t_pred, pose, vel, var, [PREDICTED], (), [tuple(vvar[0])], frames=0)
 
     def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
         """Write an event at ``t_ns`` (session ns; None: now)."""

@@ -1,12 +1,10 @@
 """``live --ros2``: the live odometry, scans, transforms and health as a ROS 2 node's topics.
 
-Published over DDS by Eclipse Cyclone DDS (``cyclonedds``) with ROS 2's topic names
-(``rt/`` + the ROS name), type names (:mod:`~sensorbench.live.ros2_msgs`) and the QoS
-the consumers subscribe with; the topics, their QoS, stamps and health levels are
-docs/LIVE.md, "ROS 2". Nothing blocks the readers or the filters: odometry and
-transforms are written from the filters' thread (a reliable keep-last writer never
-waits), scans and diagnostics from the ``live-ros2`` thread through a bounded queue
-that drops the oldest (counted).
+Cyclone DDS with ROS 2's topic names (``rt/`` + the ROS name), type names
+(:mod:`~sensorbench.live.ros2_msgs`) and QoS (docs/LIVE.md, "ROS 2"). Odometry and
+transforms are written from the filters' thread (a keep-last writer never waits),
+scans and diagnostics from ``live-ros2`` through a :class:`~sensorbench.live.threads.
+DropQueue`.
 """
 
 from __future__ import annotations
@@ -220,12 +218,9 @@ class Ros2Publisher:
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
-        self._new_faults = {
-            s.name: (s.crc_errors - self._faults.get(s.name, (0, 0))[0],
-                     s.drops - self._faults.get(s.name, (0, 0))[1])
-            for s in statuses
-        }  # fmt: skip
-        self._faults = {s.name: (s.crc_errors, s.drops) for s in statuses}
+        old, self._faults = self._faults, {s.name: (s.crc_errors, s.drops) for s in statuses}
+        self._new_faults = {k: (c - old.get(k, (0, 0))[0], d - old.get(k, (0, 0))[1])
+                            for k, (c, d) in self._faults.items()}  # fmt: skip
         self._statuses = (time.monotonic(), tuple(statuses))
 
     # -- the thread --------------------------------------------------------------------

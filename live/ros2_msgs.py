@@ -4,7 +4,6 @@ Each class is the IDL that ``rosidl`` generates from the ``.msg`` (ROS 2 Humble 
 later): module ``pkg::msg::dds_``, struct name with a trailing ``_``, fields in the
 ``.msg``'s order, ``float64[36]`` as a fixed array, ``T[]`` as a sequence, ``byte`` as
 an octet, every struct final (plain CDR, as ``rmw_cyclonedds`` and Fast DDS write).
-A ROS 2 node on the same domain subscribes to them as to any ROS 2 publisher.
 (No ``from __future__ import annotations`` here: the binding reads the annotations
 as types.)
 """
@@ -52,8 +51,6 @@ class Time(IdlStruct, typename="builtin_interfaces::msg::dds_::Time_"):
 @dataclass
 @annotate.final
 class Header(IdlStruct, typename="std_msgs::msg::dds_::Header_"):
-    """std_msgs/Header."""
-
     stamp: Time = field(default_factory=Time)
     frame_id: str = ""
 
@@ -71,8 +68,6 @@ class Point(IdlStruct, typename="geometry_msgs::msg::dds_::Point_"):
 @dataclass
 @annotate.final
 class Vector3(IdlStruct, typename="geometry_msgs::msg::dds_::Vector3_"):
-    """geometry_msgs/Vector3."""
-
     x: float64 = 0.0
     y: float64 = 0.0
     z: float64 = 0.0
@@ -92,8 +87,6 @@ class Quaternion(IdlStruct, typename="geometry_msgs::msg::dds_::Quaternion_"):
 @dataclass
 @annotate.final
 class Pose(IdlStruct, typename="geometry_msgs::msg::dds_::Pose_"):
-    """geometry_msgs/Pose."""
-
     position: Point = field(default_factory=Point)
     orientation: Quaternion = field(default_factory=Quaternion)
 
@@ -154,8 +147,6 @@ class Odometry(IdlStruct, typename="nav_msgs::msg::dds_::Odometry_"):
 @dataclass
 @annotate.final
 class Transform(IdlStruct, typename="geometry_msgs::msg::dds_::Transform_"):
-    """geometry_msgs/Transform."""
-
     translation: Vector3 = field(default_factory=Vector3)
     rotation: Quaternion = field(default_factory=Quaternion)
 
@@ -177,8 +168,6 @@ if not TYPE_CHECKING:
 @dataclass
 @annotate.final
 class TFMessage(IdlStruct, typename="tf2_msgs::msg::dds_::TFMessage_"):
-    """tf2_msgs/TFMessage."""
-
     transforms: Transforms = field(default_factory=list)
 
     def serialize(self, *_: Any, **__: Any) -> bytes:
@@ -225,8 +214,6 @@ class LaserScan(IdlStruct, typename="sensor_msgs::msg::dds_::LaserScan_"):
 @dataclass
 @annotate.final
 class KeyValue(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
-    """diagnostic_msgs/KeyValue."""
-
     key: str = ""
     value: str = ""
 
@@ -257,7 +244,5 @@ if not TYPE_CHECKING:
 @dataclass
 @annotate.final
 class DiagnosticArray(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
-    """diagnostic_msgs/DiagnosticArray."""
-
     header: Header = field(default_factory=Header)
     status: Statuses = field(default_factory=list)

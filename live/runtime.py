@@ -1,39 +1,19 @@
 """``sensorbench live``: capture, plus the filters, the merge and the view as data arrive.
 
-:class:`LiveRuntime` is a :class:`~sensorbench.drivers.capture.CaptureConsumer`: the
-capture (bring-up, readers, raw and decoded recording, reconnects, status, faults) is
-:func:`~sensorbench.drivers.capture.run_capture`'s, unchanged, and every decoded item
-reaches the runtime right after the writer took it. The runtime
-
-- declares two streams of its own in the session: ``estimate`` (the split filters,
-  with covariance and flags; :mod:`~sensorbench.fusion.estimate_stream`) and
-  ``merged`` (the front/rear A1 merge);
-- steps the split filters on each pod frame on the pod reader's own thread and sends
-  its pose (UDP, ROS 2, the view) before the reader goes back to its port
-  (:mod:`~sensorbench.live.odometry`; a ``pose_sensor`` stream when aiding); routes the
-  two merge lidars' turns to ``live-merge`` (:mod:`~sensorbench.live.merge`), every
-  lidar turn, pose and event to the viewer (:mod:`~sensorbench.live.foxglove_view`),
-  and turns, merged scans and the readers' status to ROS 2 (:mod:`~sensorbench.live.ros2`);
-- never blocks a reader: besides the filters' step ``consume`` only puts on queues,
-  the merge's unbounded (nothing may be lost: it keeps up with several times the data
-  rate), the viewer's bounded (a slow viewer loses view messages, counted, never data);
-- keeps a device that drops out from stopping the others: each worker waits on its own
-  queue; without pod frames the filters coast (predictions published, ``note``
-  events); an unplugged lidar leaves its turns unpaired;
-- names its threads and, on Linux, every thread of the process in the kernel
-  (:func:`~sensorbench.live.threads.name_os_threads`), so ``top -H`` shows
-  ``lidar_front``, ``pods``, ``live-odometry``...
-
-Replaying the session gives the recorded estimate and merge again (docs/LIVE.md, "Live
-is replay").
+:class:`LiveRuntime` is the :class:`~sensorbench.drivers.capture.CaptureConsumer` that
+``run_capture`` hands every decoded item after the writer took it; it declares the
+session's ``estimate`` and ``merged`` streams and routes the items to the filters (on
+the pod reader's thread), the merge, the view and ROS 2 without blocking a reader.
+What runs where and why: docs/LIVE.md, "At wire speed" and "Robust by construction".
 """
 
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,10 +24,9 @@ from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.drivers.robot_config import RobotConfig
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
-from sensorbench.fusion.scan_merge import MergeSetup, Mount
+from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
-from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
-from sensorbench.live.merge import MergeWorker, merged_stream_attrs, unpaired
+from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
@@ -60,8 +39,7 @@ if TYPE_CHECKING:
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
 VIEW_POSE_NS = 20_000_000
-"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns): 50 a
-second is smooth on screen and spares the view a wake-up per 200 Hz pod frame."""
+"""The view's ``/pose`` and ``/tf`` at most once per this much data time (ns)."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +53,7 @@ class LiveOptions:
         front, rear: the lidars the merge pairs; None: the first two A1s of the
             configuration, in its order.
         max_dt_s: the merge's pairing window (s), as ``merge --max-dt``.
-        aid_period_s: the pose sensor's period (s) when aiding; None: the pose stream's
-            ``rate_hz``.
         estimate_attrs: extra attributes of the estimate stream (model files...).
-        view_queue: view items waiting at most (:class:`~sensorbench.live.threads.
-            DropQueue`).
         ros2: publish as a ROS 2 node (:mod:`~sensorbench.live.ros2`), or None.
     """
 
@@ -88,9 +62,7 @@ class LiveOptions:
     front: str | None = None
     rear: str | None = None
     max_dt_s: float = 0.1
-    aid_period_s: float | None = None
     estimate_attrs: Mapping[str, Any] = field(default_factory=dict)
-    view_queue: int = 256
     ros2: Ros2Options | None = None
 
 
@@ -122,10 +94,6 @@ class LiveStatus:
     errors: list[str]
     port: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return dict(vars(self))
-
 
 def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tuple[str, str] | None:
     """The lidars the merge pairs: as given, or the configuration's first two A1s.
@@ -152,10 +120,73 @@ def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tupl
 
 def pods_device(config: RobotConfig) -> str | None:
     """The configuration's (first) pod MCU."""
-    for d in config.devices:
-        if get_kind(d.kind).protocol == "pods":
-            return d.name
-    return None
+    return next((d.name for d in config.devices if get_kind(d.kind).protocol == "pods"), None)
+
+
+class MergeWorker:
+    """The ``live-merge`` thread: the two lidars' turns pushed in arrival order into the
+    :class:`~sensorbench.fusion.scan_merge.StreamingMerger`, the code of ``sensorbench
+    merge`` chunked, so ``merged`` is what ``merge`` writes (docs/LIVE.md, "Live is replay").
+
+    Args:
+        front, rear: the two lidar stream names.
+        setup: mounts, footprint and pairing window (as ``merge`` builds it).
+        publish: called with each batch of merged turns; must not block.
+    """
+
+    def __init__(self, front: str, rear: str, setup: MergeSetup,
+                 publish: Callable[[LidarTurns], None]) -> None:  # fmt: skip
+        self.sides = {front: "front", rear: "rear"}
+        self.setup = setup
+        self.publish = publish
+        self.merger = StreamingMerger(setup)
+        self.writer: SessionWriter | None = None
+        self.merged = 0
+        self.last_error: str | None = None
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def turns(self, name: str, turns: LidarTurns) -> None:
+        """A lidar's new turns (any thread)."""
+        if name in self.sides:
+            self._inbox.put((self.sides[name], turns))
+
+    def start(self, writer: SessionWriter) -> None:
+        """Start the thread; merged turns go to ``writer``."""
+        self.writer = writer
+        self._thread = threading.Thread(target=self._run, name="live-merge", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Merge what is queued and every pair still pending, then stop."""
+        self._inbox.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                self.last_error = f"live-merge did not stop within {timeout_s:g} s"
+
+    def _run(self) -> None:
+        while True:
+            item = self._inbox.get()
+            try:
+                if item is None:
+                    self._emit(self.merger.flush())
+                    return
+                self._emit(self.merger.push(*item))
+            except Exception as exc:  # report, keep running: the recording goes on
+                self.last_error = f"live-merge: {exc!r}"
+
+    def _emit(self, merged: LidarTurns) -> None:
+        if merged.n_turns == 0:
+            return
+        self.merged += merged.n_turns
+        if self.writer is not None:
+            self.writer.append_turns(MERGED_STREAM, merged)
+        self.publish(merged)
+
+    def unpaired(self) -> dict[str, int]:
+        """Turns of each lidar left without a partner so far."""
+        return {name: self.merger.unpaired[side] for name, side in self.sides.items()}
 
 
 class LiveRuntime:
@@ -216,9 +247,7 @@ class LiveRuntime:
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
-            view = FoxgloveView(
-                *self.options.foxglove, self.mounts, self.anchor_ns, self.options.view_queue
-            )
+            view = FoxgloveView(*self.options.foxglove, self.mounts, self.anchor_ns)
             view.start()
             self.view = view
 
@@ -256,16 +285,24 @@ class LiveRuntime:
                 max_dt_s=self.options.max_dt_s,
             )
             self.merge = MergeWorker(front, rear, setup, self._publish_merged)
-            writer.add_lidar(MERGED_STREAM, attrs=merged_stream_attrs(front, rear, setup))
+            # those of `merge`'s output that are known before the first turn
+            writer.add_lidar(MERGED_STREAM, attrs={
+                "model": "merged",
+                "frame": "base_link",
+                "mount_xy_yaw": [0.0, 0.0, 0.0],
+                "sources": [front, rear],
+                "max_dt_s": setup.max_dt_s,
+                "pose_source": "",
+                "footprint_removed": setup.footprint is not None,
+                "recorded_by": "sensorbench live",
+            })  # fmt: skip
 
     def _declare_filters(self, writer: SessionWriter, models: OdometryModels, pods: str) -> None:
         try:
             attrs = writer.stream_attrs("encoder", pods)
         except Exception as exc:
             raise LiveError(f"no pod stream {pods!r} in the session (it did not come up)") from exc
-        aid_period = self.options.aid_period_s
-        if models.aid_model is not None and aid_period is None:
-            aid_period = self._aid_period(writer)
+        aid_period = self._aid_period(writer) if models.aid_model is not None else None
         self.odometry = OdometryWorker(models, attrs, self._publish_pose, aid_period)
         declare_estimate(writer, self._estimate_attrs(aid_period))
 
@@ -332,7 +369,7 @@ class LiveRuntime:
             steps_per_s=(steps - s0) / (now - t0) if now > t0 else 0.0,
             coasting=bool(odo is not None and odo.coasting),
             merged=self.merge.merged if self.merge is not None else 0,
-            unpaired=unpaired(self.merge) if self.merge is not None else {},
+            unpaired=self.merge.unpaired() if self.merge is not None else {},
             view_dropped=self.view.dropped if self.view is not None else 0,
             udp_sent=self.udp.sent if self.udp is not None else 0,
             udp_dropped=self.udp.dropped if self.udp is not None else 0,
@@ -356,27 +393,24 @@ class LiveRuntime:
                  "crc_errors": s.crc_errors, "drops": s.drops}
                 for s in statuses
             ]  # fmt: skip
-            self.view.status({"elapsed_s": elapsed_s, "devices": devices, "live": st.as_dict()})
+            self.view.status({"elapsed_s": elapsed_s, "devices": devices, "live": dict(vars(st))})
         return st
 
     # -- internals -----------------------------------------------------------------------
 
-    def _publish_pose(
-        self,
-        datagrams: list[PoseDatagram],
-        velocity_vars: list[tuple[float, ...]],
-        sample: PoseSample,
-        arrivals: tuple[int, ...],
-    ) -> None:
+    def _publish_pose(self, datagrams: list[PoseDatagram],
+                      velocity_vars: list[tuple[float, ...]],
+                      arrivals: tuple[int, ...]) -> None:  # fmt: skip
         if self.udp is not None:
             for datagram in datagrams:
                 self.udp.send(datagram)
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
                 self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
-        if self.view is not None and sample.t_ns - self._view_pose_ns >= VIEW_POSE_NS:
-            self._view_pose_ns = sample.t_ns
-            self.view.pose(sample, arrivals)
+        last = datagrams[-1]
+        if self.view is not None and last.stamp_ns - self._view_pose_ns >= VIEW_POSE_NS:
+            self._view_pose_ns = last.stamp_ns
+            self.view.pose(last, arrivals)
         if self.ros2 is not None:
             for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
                 self.ros2.pose(datagram, velocity_var)
@@ -458,18 +492,13 @@ def format_live_summary(doc: Mapping[str, Any]) -> str:
     unpaired = ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
     lines = [f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
              f"{doc['merged_scans']} merged scans" + (f", unpaired {unpaired}" if unpaired else "")]
-    view = doc["view"]
-    if view is not None:
-        pub = ", ".join(f"{k} {v}" for k, v in sorted(view["published"].items()))
-        lines.append(
-            f"foxglove ws port {view['port']}: {pub or 'nothing'}; dropped {view['dropped']}"
-        )
-    if doc["udp"] is not None:
-        lines.append(f"udp: {doc['udp']['sent']} datagrams sent, {doc['udp']['dropped']} dropped")
-    if doc["ros2"] is not None:
-        r2 = doc["ros2"]
-        pub = ", ".join(f"{k} {v}" for k, v in sorted(r2["published"].items()))
-        lines.append(f"ros2 domain {r2['domain']}: {pub or 'nothing'}; dropped {r2['dropped']}")
+    for key, what in (("view", "foxglove ws port {port}"), ("udp", ""),
+                      ("ros2", "ros2 domain {domain}")):  # fmt: skip
+        if (d := doc[key]) is None:
+            continue
+        pub = ", ".join(f"{k} {v}" for k, v in sorted(d.get("published", {}).items()))
+        lines.append(f"udp: {d['sent']} datagrams sent, {d['dropped']} dropped" if key == "udp"
+                     else f"{what.format(**d)}: {pub or 'nothing'}; dropped {d['dropped']}")
     lines += [f"frame arrival → {where} publish: p50 {lat['p50_ms']:.2f} ms, "
               f"p99 {lat['p99_ms']:.2f} ms ({lat['n']} batches)"
               for where, lat in doc["latency"].items() if lat["n"]]  # fmt: skip

@@ -1,15 +1,8 @@
 """Threads named after what they serve, and bounded queues that drop instead of waiting.
 
-Every thread of a live run has a name that says what it does: the device readers
-``reader-<device>``, the session writer, the runtime's ``live-odometry``,
-``live-merge`` and ``live-view``. Python names a thread for itself only; the kernel's
-name (what ``top -H`` and ``ps -L`` show, 15 bytes) is set by :func:`name_os_threads`
-through ``pthread_setname_np`` (glibc), with the device's name first: ``lidar_front``,
-not ``reader-lidar_fr``.
-
-:class:`DropQueue` is how a producer hands work to a consumer that may fall behind (a
-viewer): bounded, never blocking the producer; when it is full the oldest item goes
-and is counted.
+Python names a thread for itself only; :func:`name_os_threads` sets the kernel's name
+too (what ``top -H`` shows, 15 bytes; docs/LIVE.md, "Robust by construction"), the
+device's name first: ``lidar_front``, not ``reader-lidar_fr``.
 """
 
 from __future__ import annotations
@@ -17,14 +10,13 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
+import functools
 import sys
 import threading
 from typing import Any
 
 OS_NAME_BYTES = 15
 """Longest kernel thread name (bytes, without the terminating NUL)."""
-
-_libc: Any = None
 
 
 def os_thread_name(name: str) -> str:
@@ -37,12 +29,10 @@ def os_thread_name(name: str) -> str:
     return name.encode()[:OS_NAME_BYTES].decode(errors="ignore")
 
 
+@functools.cache
 def _pthread_setname() -> Any:
-    global _libc
-    if _libc is None:
-        path = ctypes.util.find_library("c")
-        _libc = ctypes.CDLL(path) if path else False
-    fn = getattr(_libc, "pthread_setname_np", None) if _libc else None
+    path = ctypes.util.find_library("c")
+    fn = getattr(ctypes.CDLL(path), "pthread_setname_np", None) if path else None
     if fn is not None:
         fn.argtypes = [ctypes.c_ulong, ctypes.c_char_p]
         fn.restype = ctypes.c_int
@@ -55,9 +45,7 @@ def name_os_threads() -> int:
     Returns:
         Threads named (0 where the platform has no ``pthread_setname_np``).
     """
-    if not sys.platform.startswith("linux"):
-        return 0
-    fn = _pthread_setname()
+    fn = _pthread_setname() if sys.platform.startswith("linux") else None
     if fn is None:
         return 0
     done = 0
@@ -80,17 +68,14 @@ class DropQueue:
     """
 
     def __init__(self, capacity: int) -> None:
-        self._items: collections.deque[Any] = collections.deque()
-        self._capacity = int(capacity)
+        self._items: collections.deque[Any] = collections.deque(maxlen=int(capacity))
         self._cond = threading.Condition()
         self.dropped = 0
 
     def put(self, item: Any) -> None:
         """Add ``item``; drop the oldest when full."""
         with self._cond:
-            if len(self._items) >= self._capacity:
-                self._items.popleft()
-                self.dropped += 1
+            self.dropped += len(self._items) == self._items.maxlen
             self._items.append(item)
             self._cond.notify()
 
@@ -100,7 +85,3 @@ class DropQueue:
             if not self._items:
                 self._cond.wait(timeout_s)
             return self._items.popleft() if self._items else None
-
-    def __len__(self) -> int:
-        with self._cond:
-            return len(self._items)

@@ -1,28 +1,6 @@
-"""The live pose over UDP: one fixed-size binary datagram per filtered frame.
-
-Layout (version 1, little-endian, 124 bytes, ``struct`` format :data:`FORMAT`;
-docs/FORMAT.md, "Live pose datagrams"):
-
-======  ====  ========  =========================================================
-offset  size  type      field
-======  ====  ========  =========================================================
-0       4     char[4]   magic ``SBLP``
-4       1     uint8     version (1)
-5       1     uint8     flags: 4 ``DEGRADED``, 8 ``COASTING`` (the frame ends a gap),
-                        16 ``PREDICTED`` (no frame: predicted while the pods are silent)
-6       2     uint16    frames filtered in this step (0 for a prediction)
-8       4     uint32    sequence number, +1 per datagram from 0 (wraps)
-12      8     int64     stamp: the pose's time, host ``CLOCK_MONOTONIC`` (ns)
-20      8     int64     the same instant on ``CLOCK_REALTIME`` (ns since 1970)
-28      24    float64×3 x, y (m), yaw (rad, wrapped to (−π, π]) in the odometry frame
-52      24    float64×3 vx, vy (m/s), yaw rate (rad/s), odometry frame
-76      48    float64×6 covariance of (x, y, yaw), upper triangle row by row:
-                        xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²)
-======  ====  ========  =========================================================
-
-The sender never blocks and never raises: the socket is non-blocking, and a datagram
-the kernel cannot take now (or that the receiver's port refuses) is counted as dropped
-(the last error kept).
+"""The live pose over UDP: one fixed-size binary datagram per filtered frame, its layout
+docs/FORMAT.md, "Live pose datagrams" (``struct`` format :data:`FORMAT`). The sender
+never blocks and never raises: a datagram the kernel or the receiver refuses is counted.
 """
 
 from __future__ import annotations
@@ -44,8 +22,7 @@ PREDICTED = 16
 
 
 class PoseDatagram(NamedTuple):
-    """One decoded datagram (fields as in the module docstring); a tuple: one is built
-    per pod frame."""
+    """One datagram (fields as docs/FORMAT.md lays them out)."""
 
     flags: int
     frames: int

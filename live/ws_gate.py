@@ -1,14 +1,9 @@
 """The live view's front door: the Foxglove server under both names of its protocol.
 
-The official ``foxglove-sdk`` server accepts a WebSocket client only when it offers the
-subprotocol ``foxglove.sdk.v1`` (or ``.v1.1``); clients written for the protocol's
-published name, ``foxglove.websocket.v1`` (the same protocol, v1), are refused with
-"Missing expected sec-websocket-protocol header". :class:`SubprotocolGate` listens
-where the view was asked to and relays every connection to the SDK's server on a
-loopback port: a handshake that offers ``foxglove.websocket.v1`` without
-``foxglove.sdk.v1`` is passed on offering ``foxglove.sdk.v1`` and the answer names the
-protocol the client offered; every other byte goes through unchanged. A client that
-stops reading stops its relay, and the SDK's own per-client backlog then drops for it.
+The ``foxglove-sdk`` server refuses clients that offer only the protocol's published
+name, ``foxglove.websocket.v1`` (the same protocol as its ``foxglove.sdk.v1``).
+:class:`SubprotocolGate` relays every connection to it, renaming that offer in the
+handshake and the answer; every other byte goes through unchanged.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from foxglove_client import collect, stamp_ns
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import Mount
-from sensorbench.live.foxglove_view import FoxgloveView, PoseSample
+from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.odometry import estimate_rows
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
 from sensorbench.live.udp import FORMAT, SIZE, PoseDatagram, UdpPublisher, parse_address, unpack
@@ -34,6 +34,11 @@ from sensorbench.logs.scan_bins import ScanGrid, bin_turn
 def _datagram(seq: int = 0) -> PoseDatagram:
     return PoseDatagram(4, 10, seq, 123_456_789, 1_700_000_000_000_000_000, (1.5, -2.25, 3.0),
                         (0.5, 0.0, -0.1), (1e-4, 1e-6, 0.0, 2e-4, 0.0, 3e-5))  # fmt: skip
+
+
+def _pose(t_ns: int, pose: tuple[float, float, float]) -> PoseDatagram:
+    """A pose for the view at host time ``t_ns`` (ns): x, y (m), yaw (rad)."""
+    return PoseDatagram(0, 1, 0, t_ns, t_ns, pose, (0.0, 0.0, 0.0), (1e-4, 0, 0, 1e-4, 0, 1e-5))
 
 
 def test_the_datagram_layout_is_the_documented_one() -> None:
@@ -133,8 +138,8 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
         k = 0
         while not stop.is_set():
             view.scan("front", turn)
-            view.pose(PoseSample(2_000_000_000 + k * 50_000_000, (0.1 * k, 0.0, 0.05 * k),
-                                 (1e-4, 1e-4, 1e-5), 0), (time.monotonic_ns(),))  # fmt: skip
+            view.pose(_pose(2_000_000_000 + k * 50_000_000, (0.1 * k, 0.0, 0.05 * k)),
+                      (time.monotonic_ns(),))
             view.event(3_000_000_000, "lidar_rear", "unplug", "gone")
             k += 1
             time.sleep(0.05)
@@ -180,7 +185,7 @@ def test_a_client_offering_either_name_of_the_protocol_is_served(offered) -> Non
     def feed() -> None:
         k = 0
         while not stop.is_set():
-            view.pose(PoseSample(2_000_000_000 + k, (1.5, -0.25, 0.0), (1e-4, 1e-4, 1e-5), 0))
+            view.pose(_pose(2_000_000_000 + k, (1.5, -0.25, 0.0)))
             k += 1
             time.sleep(0.05)
 
@@ -226,7 +231,7 @@ def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
                 big = _turn(2000, 10**9, rng)
                 for k in range(3000):  # far more than the viewer can take in
                     view.scan("front", big)
-                    view.pose(PoseSample(k, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0))
+                    view.pose(_pose(k, (0.0, 0.0, 0.0)))
                 took = time.monotonic() - t0
                 assert took < 30, took  # producers never waited on the viewer
 
