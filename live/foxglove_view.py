@@ -21,6 +21,7 @@ from foxglove.websocket import ServerListener
 
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
+from sensorbench.live.latency import LatencyLog
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PoseDatagram
 from sensorbench.live.ws_gate import SubprotocolGate
@@ -64,7 +65,7 @@ class FoxgloveView:
         self.anchor_ns = anchor_ns
         self.queue = DropQueue(queue_size)
         self.published: dict[str, int] = {}
-        self.latencies_ns: list[int] = []
+        self.latencies = LatencyLog()
         self._server: Any = None
         self._gate: SubprotocolGate | None = None
         self._ctx: Any = None
@@ -223,7 +224,7 @@ class FoxgloveView:
         pose = fm.Pose(position=position, orientation=orientation)
         self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
         now = time.monotonic_ns()
-        self.latencies_ns.extend(now - a for a in arrivals)
+        self.latencies.extend(now - a for a in arrivals)
         self._count("/tf")
         self._count("/pose")
         if sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS:

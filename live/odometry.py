@@ -36,6 +36,7 @@ from sensorbench.fusion.pod_kinematics import (
     increments_inverse,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
+from sensorbench.live.latency import LatencyLog
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
@@ -132,7 +133,8 @@ class OdometryCounters:
     """Pose samples that came after their frame was filtered (dropped live, applied by
     ``replay``)."""
     last_error: str | None = None
-    latencies_ns: list[int] = field(default_factory=list)
+    latencies: LatencyLog = field(default_factory=LatencyLog)
+    """Frame arrival → datagram sent (ns), the whole run in bounded memory."""
 
 
 Publisher = Callable[[list[PoseDatagram], list[tuple[float, ...]], tuple[int, ...]], None]

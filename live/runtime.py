@@ -27,6 +27,7 @@ from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.foxglove_view import FoxgloveView
+from sensorbench.live.latency import LatencyLog
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
@@ -406,7 +407,7 @@ class LiveRuntime:
                 self.udp.send(datagram)
             if self.odometry is not None and arrivals:
                 now = time.monotonic_ns()
-                self.odometry.counters.latencies_ns.extend(now - a for a in arrivals)
+                self.odometry.counters.latencies.extend(now - a for a in arrivals)
         last = datagrams[-1]
         if self.view is not None and last.stamp_ns - self._view_pose_ns >= VIEW_POSE_NS:
             self._view_pose_ns = last.stamp_ns
@@ -450,15 +451,6 @@ class LiveRuntime:
         }
 
 
-def latency_ms(samples_ns: Sequence[int]) -> dict[str, float | int]:
-    """p50, p99 and max (ms) of latency samples (ns), and their count."""
-    if not samples_ns:
-        return {"n": 0, "p50_ms": math.nan, "p99_ms": math.nan, "max_ms": math.nan}
-    a = np.asarray(samples_ns, dtype=float) / 1e6
-    p50, p99 = np.percentile(a, [50, 99])
-    return {"n": int(a.size), "p50_ms": float(p50), "p99_ms": float(p99), "max_ms": float(a.max())}
-
-
 def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
     """What the live run did, JSON-ready: filter steps and frames, merged scans, messages
     published per topic and dropped, datagrams, frame-to-publish latencies."""
@@ -480,8 +472,8 @@ def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
         else {"domain": ros2.options.domain, "published": dict(ros2.published),
               "dropped": ros2.dropped},
         "latency": {
-            "udp": latency_ms(counters.latencies_ns if counters is not None else []),
-            "view": latency_ms(view.latencies_ns if view is not None else []),
+            "udp": counters.latencies.summary() if counters is not None else LatencyLog().summary(),
+            "view": view.latencies.summary() if view is not None else LatencyLog().summary(),
         },
         "errors": st.errors,
     }  # fmt: skip
