@@ -1,9 +1,5 @@
-"""How a lidar's points follow one another: no-return runs, bearing steps, turn spans.
-
-The statistics an emulator is easy on and a real A1 is not (docs/A1.md). Computed on
-stored turns (angles rad CCW) in the device's native sense (degrees clockwise); the
-definitions (no-return run, step, backward step, turn span) are in docs/LIDAR.md,
-"Point sequence"."""
+"""How a lidar's points follow one another (no-return runs, bearing steps, turn spans),
+in the device's native sense (degrees clockwise): docs/LIDAR.md, "Point sequence"."""
 
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ class SequenceStats:
 
 
 def sequence_stats(turns: LidarTurns) -> SequenceStats:
-    """:class:`SequenceStats` of ``turns`` (see the module for the definitions)."""
+    """:class:`SequenceStats` of ``turns`` (definitions: docs/LIDAR.md)."""
     cw = np.mod(360.0 - np.degrees(turns.angle.astype(np.float64)), 360.0)
     none = np.isinf(turns.range)
     edges = np.diff(np.concatenate(([0], none.astype(np.int8), [0])))

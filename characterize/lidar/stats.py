@@ -1,10 +1,6 @@
-"""Characterize one lidar stream of a session: a datasheet from measured data.
-
-Timing, returns (no-return fraction, intensity levels) and point sequence come from
-every turn (:mod:`.timing`, :mod:`.sequence`); range noise and outliers from the static
-stretches (:func:`detect_static`, :mod:`.noise`). Without a static stretch the
-characterization refuses (``FitError``) unless only timing is asked for. For an LD19 it
-also says what the vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %."""
+"""Characterize one lidar stream of a session: timing, returns and point sequence from every
+turn, range noise and outliers from the static stretches (``FitError`` without one,
+unless timing only). Units: SI (s, Hz, m), fractions in %. docs/LIDAR.md."""
 
 from __future__ import annotations
 

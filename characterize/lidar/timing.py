@@ -1,9 +1,5 @@
-"""Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
-
-Periods (s) are differences of turn starts on the device clock when every turn has
-one, else on the stream's own times (``clock``); a period of ≈ k ≥ 2 nominal periods
-is k − 1 skipped turns unless a device event makes it a USB drop-off. The figures,
-their definitions and when the host clock is judged unreliable: docs/LIDAR.md."""
+"""Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs
+(periods in s, on the device clock when every turn has one). docs/LIDAR.md."""
 
 from __future__ import annotations
 

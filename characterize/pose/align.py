@@ -1,19 +1,7 @@
-"""Associate a pose sensor with its reference (mocap) in time and space; per-axis error.
-
-A :class:`PoseTrack` holds times ``t_s`` (s), positions (m) and unit quaternions
-``quat_xyzw``. Reference time = sensor time + ``offset_s`` (from cross-correlated
-angular-rate magnitudes); the frame maps the sensor's world into the reference's,
-``p_ref ≈ R p_sensor + t``, with a body rotation ``B``. Error: x, y, z =
-``R p_sensor + t − p_ref`` (m, reference world frame); roll, pitch, yaw = the rotation
-vector of ``R_ref⁻¹ · R · R_sensor · B`` (rad, about the reference body's axes).
-Conventions and why: docs/POSE_ERROR.md ("Time offset and frame").
-
-ATE and RPE (:func:`trajectory_error`) are computed as evo computes them, on the
-alignment's pairs: ATE = |R·p_sensor + t − p_ref| per pair (m); RPE (delta in frames,
-pairs (0, Δ), (Δ, 2Δ), …) = the error of the sensor's relative pose, translation (m)
-and angle (deg), in the sensor's own body frame (B not applied), Δ the frames closest
-to :data:`RPE_DELTA_S`. Each with RMSE, mean, median, sd, min and max
-(docs/POSE_ERROR.md, "ATE and RPE")."""
+"""Associate a pose sensor with its reference (mocap) in time and space; per-axis error
+(:data:`ERROR_FRAME`), ATE and RPE as evo computes them. Reference time = sensor time +
+``offset_s``; the frame maps ``p_ref ≈ R p_sensor + t`` with a body rotation ``B``.
+docs/POSE_ERROR.md, "Time offset and frame" and "ATE and RPE"."""
 
 from __future__ import annotations
 
@@ -465,8 +453,8 @@ def frame_errors(
     ref_quat_xyzw: np.ndarray, rotation: np.ndarray, translation: np.ndarray,
     body_rotation: np.ndarray,
 ) -> np.ndarray:
-    """``(N, 6)`` error (m, rad; module docstring) of sensor against reference poses at
-    the same instants."""
+    """``(N, 6)`` error (:data:`ERROR_FRAME`; rotation ``R_ref⁻¹ R R_sensor B``) of sensor
+    against reference poses at the same instants."""
     e_pos = position @ rotation.T + translation - ref_position
     r_s = quat.mul(quat.mul(quat.from_matrix(rotation), quat_xyzw), quat.from_matrix(body_rotation))
     e_rot = quat.as_rotvec(quat.mul(quat.inv(ref_quat_xyzw), quat.normalize(r_s)))

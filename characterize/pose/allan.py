@@ -1,10 +1,6 @@
-"""Allan deviation of pose-error series: a cross-check of the Gauss-Markov fit.
-
-Overlapping ADEV (allantools' ``oadev`` of the error taken as frequency data) inside
-each relocalization segment, pooled over gap-free, uniformly resampled pieces, against
-the model's AVAR; 95 % intervals from the non-overlapping terms' dof (conservative).
-T in s, ADEV in the error's unit (m or rad). Formula and peak rule: docs/POSE_ERROR.md
-("The fit")."""
+"""Allan deviation of pose-error series against the Gauss-Markov model's (a cross-check of
+the fit): overlapping ADEV within gap-free pieces of each segment; T in s, ADEV in the
+error's unit. docs/POSE_ERROR.md ("The fit")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Relocalization segmentation of a pose-error series: from flags, or detected jumps.
-
-A relocalization starts a new offset b. ``PoseFlag.RELOCALIZED`` flags are used when
-the stream has them; otherwise jumps are detected in the error's robustly scaled first
-differences (χ²₆ at a Bonferroni level) and kept only when the level persists (a step,
-not a spike or a ramp; :func:`detect_jumps`). :class:`Segmentation` says which method
-was used. docs/POSE_ERROR.md ("Relocalization segments")."""
+"""Relocalization segmentation of a pose-error series: from ``PoseFlag.RELOCALIZED`` flags,
+or persistent jumps detected in the error (:func:`detect_jumps`).
+docs/POSE_ERROR.md ("Relocalization segments")."""
 
 from __future__ import annotations
 
