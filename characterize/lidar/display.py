@@ -11,8 +11,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from sensorbench.characterize.lidar.noise import NoiseReport
-    from sensorbench.characterize.lidar.sequence import SequenceStats
-    from sensorbench.characterize.lidar.stats import LidarCharacterization
+    from sensorbench.characterize.lidar.stats import LidarCharacterization, SequenceStats
     from sensorbench.characterize.lidar.timing import TimingStats
 
 V = TypeVar("V", float, np.ndarray)

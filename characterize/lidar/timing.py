@@ -97,7 +97,7 @@ def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
 def host_reliability(
     turns: LidarTurns, clock: str, nominal_s: float, dropoff: np.ndarray, overruns: int
 ) -> tuple[float, bool, str]:
-    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (see module)."""
+    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (docs/LIDAR.md)."""
     host_s = (turns.t_first_ns - turns.t_first_ns[0]).astype(np.float64) * 1e-9
     hp = np.diff(host_s)
     ok = ~dropoff

@@ -101,10 +101,6 @@ class Verdict:
                 ))
         return out
 
-    def codes(self) -> set[str]:
-        """The distinct reason codes of the model part."""
-        return {r.code for r in self.reasons()}
-
     @property
     def model_ok(self) -> bool:
         """Part 1: no named failure."""
