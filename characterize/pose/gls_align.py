@@ -328,12 +328,8 @@ def offset_pieces(
     pair: tuple[PoseTrack, PoseTrack], offset_s: float, frame: Frame, starts: np.ndarray,
     params: np.ndarray, max_gap_s: float | None = None,
 ) -> OffsetDrift | None:
-    """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
-
-    None when a piece has too few poses. A clock that runs at another rate than the
-    reference's (the offset drifts during the recording) shows as pieces that
-    disagree; the session's offset is then their mean over the recording, and its
-    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`)."""
+    """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their
+    agreement (docs/POSE_ERROR.md, "Clock drift"); None when a piece has too few poses."""
     sensor, ref = pair[0].only_valid(), pair[1]
     edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
     offs, ses, mids = [], [], []
