@@ -119,15 +119,8 @@ def wrong_mask(t_s: np.ndarray, reset: np.ndarray, times: np.ndarray) -> np.ndar
 
 
 def _skew_rows(d: np.ndarray) -> np.ndarray:
-    """``(N, 3, 3)`` ∂(ε × d)/∂ε = −[d]×."""
-    z = np.zeros(d.shape[0])
-    return np.stack(
-        [
-            np.stack([z, d[:, 2], -d[:, 1]], axis=1), np.stack([-d[:, 2], z, d[:, 0]], axis=1),
-            np.stack([d[:, 1], -d[:, 0], z], axis=1),
-        ],
-        axis=1,
-    )
+    """``(N, 3, 3)`` ∂(ε × d)/∂ε = −[d]×: column j is e_j × d (``+ 0.0``: zeros unsigned)."""
+    return np.cross(np.eye(3), d[:, None, :]).transpose(0, 2, 1) + 0.0
 
 
 def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
@@ -165,11 +158,9 @@ def _design(
         jac[:, :3, c : c + len(eps_i)] = skew[:, :, eps_i]
         jac[:, 3:, c : c + len(eps_i)] = to_body[:, :, eps_i]
         c += len(eps_i)
-    for k in range(n_t):
-        jac[:, k, c + k] = 1.0
+    jac[:, np.arange(n_t), c + np.arange(n_t)] = 1.0
     c += n_t
-    for k, axis in enumerate(beta_i):
-        jac[:, 3 + axis, c + k] = 1.0
+    jac[:, 3 + np.asarray(beta_i, dtype=int), c + np.arange(len(beta_i))] = 1.0
     return s.sensor.t_s[idx], e, jac
 
 
