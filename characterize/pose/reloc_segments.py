@@ -11,12 +11,8 @@ from scipy.special import chdtri
 
 RELOCALIZED_FLAG = 1
 JUMP_ALPHA = 0.05
-"""Level of a one-sample jump over a series (Bonferroni over its N steps).
-
-Looser than a detector that stops at the jump itself: the persistence test rejects
-the noise a looser level lets through (a jump of white noise does not persist, one of
-slow noise is small against its level change), and steps of 3 σ_step on every axis
-are found ≥ 95 % of the time (1e-3 found 79-92 %)."""
+"""Level of a one-sample jump over a series (Bonferroni over its N steps): loose, since the
+persistence test rejects the noise it lets through (docs/POSE_ERROR.md)."""
 REVERT_S = 0.5
 """Excursions that revert within this time (s) are not steps."""
 WINDOW_S = 0.5
@@ -118,8 +114,9 @@ def segment(
     t_s = np.asarray(t_s, dtype=np.float64)
     detected = detect_jumps(t_s, error, alpha)
     det_times = t_s[1:][detected[1:]]
-    if flags is not None and np.any(np.asarray(flags)[1:] & RELOCALIZED_FLAG):
-        reloc = (np.asarray(flags) & RELOCALIZED_FLAG).astype(bool)
+    marked = None if flags is None else (np.asarray(flags) & RELOCALIZED_FLAG) > 0
+    if marked is not None and marked[1:].any():
+        reloc = marked.copy()
         method = "flags"
     elif detected.any():
         reloc = detected.copy()
@@ -127,11 +124,7 @@ def segment(
     else:
         reloc = np.zeros(t_s.size, dtype=bool)
         method = "none"
-    flagged = (
-        t_s[1:][(np.asarray(flags)[1:] & RELOCALIZED_FLAG).astype(bool)]
-        if flags is not None
-        else np.zeros(0)
-    )
+    flagged = np.zeros(0) if marked is None else t_s[1:][marked[1:]]
     reloc[0] = True
     return Segmentation(reloc, method, flagged, det_times)
 
