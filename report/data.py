@@ -97,7 +97,6 @@ def truth_doc(path: Path) -> tuple[dict | None, float]:
         attrs = s.truth_attrs()
     damaged = f"{path}: /truth is damaged: "
     text = attrs.get("scenario_toml")
-    doc = None
     if text is not None and not isinstance(text, str):
         raise SessionError(damaged + f"scenario_toml is {type(text).__name__}, not TOML text")
     try:
