@@ -278,11 +278,9 @@ def draw_params(
     """``(B, A, 4)`` parameters drawn from ``exp(N(ln params, cov_log))``.
 
     ``params`` is ``(A, 4)``, ``cov_log`` ``(A, 4, 4)`` (zeros = no uncertainty).
-    ``sigma_b_quantile`` (one function per axis, probabilities -> sigma_b) replaces
-    sigma_b's log-normal marginal (e.g. by its Q-profile, which may give 0): sigma_b is
-    the quantile at ``Φ`` of its standardised log-normal deviate (a Gaussian copula, so
-    its correlation with the other parameters is kept), or at an independent uniform
-    when its variance in ``cov_log`` is 0."""
+    ``sigma_b_quantile`` (per axis, probabilities -> sigma_b, e.g. its Q-profile) replaces
+    sigma_b's log-normal marginal through a Gaussian copula (an independent uniform when
+    its variance in ``cov_log`` is 0; docs/POSE_ERROR.md, "The fit")."""
     a = params.shape[0]
     out = np.empty((n_draws, a, 4))
     z = rng.standard_normal((n_draws, a, 4))

@@ -49,12 +49,9 @@ def detect_jumps(
     t_s: np.ndarray, error: np.ndarray, alpha: float = JUMP_ALPHA, min_separation: int = 5,
     revert_s: float = REVERT_S, window_s: float = WINDOW_S,
 ) -> np.ndarray:
-    """Bool mask (N,): True at the first sample after each detected step.
-
-    A one-sample change J beyond the χ²₆ quantile at ``alpha / N`` is a step when the
-    level change L across ``revert_s``/``window_s`` (s) has ``0.5 ≤ <L, J> / <J, J> ≤ 2``
-    and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` (docs/POSE_ERROR.md).
-    Near either end, where a window is empty, L is the jump itself."""
+    """Bool mask (N,): True at the first sample after each detected step (a one-sample jump
+    at ``alpha / N`` whose level persists across ``revert_s``/``window_s`` s; near either
+    end, where a window is empty, the level change is the jump itself). docs/POSE_ERROR.md."""
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)
     d = np.diff(e, axis=0)
