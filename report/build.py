@@ -1,10 +1,5 @@
-"""``sensorbench report``: one self-contained HTML page with every table and figure.
-
-:func:`build_report` reads session files (and optionally a models directory) and
-writes ``report.html``, figures embedded as base64 PNG. :data:`SECTIONS` lists the
-(compute, render) pairs in page order: a new section is one compute function in
-:mod:`~sensorbench.report.data`, one render function in :mod:`~sensorbench.report.html`
-and one line there. The sections and the simulated truth beside them: docs/DEMO.md."""
+"""``sensorbench report``: one self-contained HTML page with every table and figure
+(sections and the simulated truth beside them: docs/DEMO.md)."""
 
 from __future__ import annotations
 
@@ -46,9 +41,9 @@ SECTIONS: tuple[tuple[Callable[[ReportInputs], Section | None], Callable[[Any], 
     (compute_lidar, render_lidar), (compute_pods, render_pods), (compute_pose, render_pose),
     (compute_provenance, render_provenance),
 )
-"""(compute, render) per section in page order. ``compute(inputs)`` returns the
-section's dataclass (with ``as_dict``) or None when the inputs hold nothing for it;
-``render(section)`` returns its HTML."""
+"""(compute, render) per section in page order: ``compute(inputs)`` in
+:mod:`~sensorbench.report.data` returns the section's dataclass or None (nothing for it);
+``render(section)`` in :mod:`~sensorbench.report.html` returns its HTML."""
 
 
 _STEP = 1000

@@ -1,9 +1,6 @@
-"""The report's content, computed: one dataclass per section, no HTML.
-
-``compute_x(inputs) -> XSection | None`` (None: nothing for it in the inputs); each
-section's :meth:`as_dict` gives its keys of ``Report.data`` (plain values, SI units).
-Figures are kept as PNG bytes, so rendering reads no file. Simulated truth sits beside
-each recovered value, on the file's time base (τ ÷ emulation speed, rate × speed)."""
+"""The report's content, computed: one dataclass per section (``compute_x(inputs)``, None
+when the inputs hold nothing for it), figures as PNG bytes, no HTML; simulated truth
+beside each value on the file's time base (τ ÷ emulation speed, rate × speed)."""
 
 from __future__ import annotations
 
@@ -100,7 +97,6 @@ def truth_doc(path: Path) -> tuple[dict | None, float]:
         attrs = s.truth_attrs()
     damaged = f"{path}: /truth is damaged: "
     text = attrs.get("scenario_toml")
-    doc = None
     if text is not None and not isinstance(text, str):
         raise SessionError(damaged + f"scenario_toml is {type(text).__name__}, not TOML text")
     try:

@@ -1,9 +1,6 @@
-"""The report's HTML: one render function per computed section, and the page around them.
-
-Every function here turns a dataclass of :mod:`~sensorbench.report.data`
-into HTML and computes nothing. Figures are embedded as base64 PNG; the page needs no
-external asset. Headings ``<h2>`` start sections (the page's contents list is built
-from them), ``<h3>`` sub-sections."""
+"""The report's HTML: one render function per section dataclass of
+:mod:`~sensorbench.report.data` (computing nothing), and the page around them. Figures are
+embedded as base64 PNG; ``<h2>`` starts a section (the contents list is built from them)."""
 
 from __future__ import annotations
 
@@ -390,19 +387,15 @@ def render_pose(section: PoseSection) -> str:
             DISPLAY_UNITS[p.unit][1], _shown(p.truth, p.unit),
         ))
     note = ""
-    if section.truth_speed is not None:
-        speed = section.truth_speed
+    if (speed := section.truth_speed) is not None:
         note = (
             "<p class='note'>Simulated truth: σ_b = relocalization offset σ, σ and τ = the "
             "Gauss-Markov part, σ_v = the pose sensor's white noise combined with mocap's. "
-            + (
-                f"τ is divided by the emulation speed ({speed:g}×): the files run that much "
-                "faster than simulated time."
-                if speed != 1.0
-                else ""
-            )
-            + "</p>"
         )
+        if speed != 1.0:
+            note += f"τ is divided by the emulation speed ({speed:g}×): the files run that much "
+            note += "faster than simulated time."
+        note += "</p>"
     parts = [
         "<a id='pose-sensor'></a><h2>Pose-error model</h2>",
         f"<p>{esc(section.sensor)} against {esc(section.reference)}, model: "
@@ -456,12 +449,8 @@ def render_validation(v: ValidationSection) -> str:
     for s in v.sessions:
         chk = s.check
         prow = [
-            [a]
-            + [
-                f"{100 * chk.percentile[i, j]:.1f}{' *' if chk.failed[i, j] else ''}"
-                for j in range(len(STAT_NAMES))
-            ]
-            for i, a in enumerate(POSE_AXES)
+            [a, *(f"{100 * p:.1f}{' *' if bad else ''}" for p, bad in zip(*rows, strict=True))]
+            for a, *rows in zip(POSE_AXES, chk.percentile, chk.failed, strict=True)
         ]
         parts.append(table(
             ["axis", *STAT_NAMES], prow,

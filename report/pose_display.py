@@ -1,9 +1,5 @@
-"""How ``fit pose-error`` and ``validate`` state their results: text lines and JSON.
-
-The commands stay thin: they run the fit or the validation, then print what
-:class:`FitSummary` and :func:`validation_lines` return. Lengths are shown in mm,
-angles in degrees, times in s or ms (:data:`series.DISPLAY_UNITS`); the JSON keeps
-SI units (m, rad, s)."""
+"""What ``fit pose-error`` and ``validate`` print: text lines (mm, degrees, s or ms;
+:data:`series.DISPLAY_UNITS`) and JSON (SI units)."""
 
 from __future__ import annotations
 

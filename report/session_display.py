@@ -1,8 +1,5 @@
-"""How the session-file commands show their results (``info``, ``check``, ``import``,
-``export``): text lines and JSON documents built from the library's results; the commands
-print them.
-
-Units: spans, rates' periods and gaps in s, rates in Hz; counts as they are."""
+"""What the session-file commands (``info``, ``check``, ``import``, ``export``) print:
+text lines and JSON from the library's results (spans and gaps in s, rates in Hz)."""
 
 from __future__ import annotations
 

@@ -90,6 +90,11 @@ def heavy_tailed_errors(
     return b[seg] + g + white
 
 
+def codes(verdict: Any) -> set[str]:
+    """The distinct reason codes of a verdict's model part."""
+    return {r.code for r in verdict.reasons()}
+
+
 def with_params(model: PoseErrorModel, params: np.ndarray, note: str) -> PoseErrorModel:
     """``model`` with its ``(6, 4)`` parameters replaced (uncertainty kept), the change
     noted in its provenance."""

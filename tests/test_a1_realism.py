@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from sensorbench.characterize.lidar.display import datasheet
-from sensorbench.characterize.lidar.sequence import sequence_stats
-from sensorbench.characterize.lidar.stats import characterize_turns
+from sensorbench.characterize.lidar.stats import characterize_turns, sequence_stats
 from sensorbench.drivers.a1_reader import A1Scanner
 from sensorbench.logs import LidarTurns
 from sensorbench.sim.a1_samples import (

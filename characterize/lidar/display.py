@@ -1,11 +1,6 @@
-"""How each lidar statistic is shown: its label, display unit, scale and format, once.
-
-The datasheet (:func:`datasheet`),
-the report's lidar section (:mod:`sensorbench.report.html`) and the figures
-(:mod:`~sensorbench.characterize.lidar.plots`) name, scale and format a statistic
-through its :class:`Stat` here: a new statistic shown in more than one of them gets
-one entry. Values enter in SI units (s, Hz, m) or as stored (%, °, counts); the
-report keeps its page-wide number style and takes the label, unit and scale."""
+"""How each lidar statistic is shown, once: label, display unit, scale and format
+(:class:`Stat`), shared by the datasheet, the report and the figures. Values enter in SI
+units (s, Hz, m) or as stored (%, °, counts)."""
 
 from __future__ import annotations
 
@@ -16,8 +11,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from sensorbench.characterize.lidar.noise import NoiseReport
-    from sensorbench.characterize.lidar.sequence import SequenceStats
-    from sensorbench.characterize.lidar.stats import LidarCharacterization
+    from sensorbench.characterize.lidar.stats import LidarCharacterization, SequenceStats
     from sensorbench.characterize.lidar.timing import TimingStats
 
 V = TypeVar("V", float, np.ndarray)

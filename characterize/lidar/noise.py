@@ -1,12 +1,7 @@
-"""Range noise by distance band and the outlier classifier, from static stretches.
-
-Per static stretch a reference scan (median range per bearing bin, slope-corrected to
-the bin centres) gives every point's residual against the *other* half of the turns;
-σ per band is 1.4826 × MAD of the pooled residuals (m), corrected for the reference's
-own noise. Every finite return is then labelled (``LABEL_*``): on a surface, edge
-outlier (mixed pixel, Horvitz-Thompson weighted), isolated false point or transient.
-Key invariant: a point never enters its own reference. Method and formulas:
-docs/LIDAR.md ("Noise and the outlier classifier")."""
+"""Range noise by distance band and the outlier classifier, from static stretches: residuals
+against the other half of the turns' reference (a point never enters its own), σ from
+the MAD (m), each return labelled (``LABEL_*``). docs/LIDAR.md ("Noise and the outlier
+classifier")."""
 
 from __future__ import annotations
 

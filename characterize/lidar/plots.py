@@ -1,7 +1,5 @@
-"""Figures of a lidar characterization (matplotlib, Agg backend, PNG files).
-
-A polar plot of one turn, range noise against distance, the turn-period
-histogram and the locations of the classified outliers."""
+"""Figures of a lidar characterization (PNG): one turn, range noise against distance,
+the turn-period histogram and the classified outliers."""
 
 from __future__ import annotations
 

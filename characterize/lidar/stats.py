@@ -1,10 +1,6 @@
-"""Characterize one lidar stream of a session: a datasheet from measured data.
-
-Timing, returns (no-return fraction, intensity levels) and point sequence come from
-every turn (:mod:`.timing`, :mod:`.sequence`); range noise and outliers from the static
-stretches (:func:`detect_static`, :mod:`.noise`). Without a static stretch the
-characterization refuses (``FitError``) unless only timing is asked for. For an LD19 it
-also says what the vendor SDK's near filter would zero. Units: SI (s, Hz, m), fractions in %."""
+"""Characterize one lidar stream of a session: timing, returns and point sequence from every
+turn, range noise and outliers from the static stretches (``FitError`` without one,
+unless timing only). Units: SI (s, Hz, m), fractions in %. docs/LIDAR.md."""
 
 from __future__ import annotations
 
@@ -22,12 +18,11 @@ from sensorbench.characterize.lidar.noise import (
     NoiseReport,
     range_noise,
 )
-from sensorbench.characterize.lidar.sequence import SequenceStats, sequence_stats
 from sensorbench.characterize.lidar.timing import TimingStats, timing_stats, turn_start_s
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.errors import FitError, SessionError
 from sensorbench.json_doc import json_ready
-from sensorbench.logs import Event, LidarTurns, Session
+from sensorbench.logs import Event, LidarTurns, Session, TurnFlag
 from sensorbench.logs.scan_bins import angle_bins, angular_step_rad, grouped_median, turn_index
 
 MAX_LEVELS = 64
@@ -75,6 +70,85 @@ def return_stats(turns: LidarTurns) -> ReturnStats:
             100.0 * float(np.count_nonzero(inten[none])) / n_none if n_none else float("nan")
         ),
         intensity_pct=hist,
+    )
+
+
+@dataclass(frozen=True)
+class SequenceStats:
+    """Node-sequence statistics of one stream (definitions: docs/LIDAR.md, "Point sequence").
+
+    Angles in degrees; ``*_pct`` in % of the points, steps, no-returns or turns they
+    name (``backward_not_at_change_pct`` of the backward steps); ``nan`` where there is
+    nothing to count. ``n_points`` includes invalid ``nan`` ranges (they have a bearing);
+    ``n_turns`` counts complete turns (no ``PACKET_LOSS`` or ``CRC_ERRORS`` flag);
+    ``resume_step_back_deg``: mean size (positive) of the backward steps where returns
+    resume; ``first_point_deg``: (smallest, largest) clockwise reading of a turn's first
+    point."""
+
+    n_points: int
+    no_return_run_mean: float
+    no_return_run_median: float
+    return_step_p1_deg: float
+    return_step_p50_deg: float
+    return_step_p99_deg: float
+    backward_step_pct: float
+    backward_not_at_change_pct: float
+    resume_step_back_deg: float
+    no_return_with_quality_pct: float
+    turn_span_min_deg: float
+    turn_span_max_deg: float
+    turns_under_360_pct: float
+    n_turns: int
+    first_point_deg: tuple[float, float]
+
+
+def sequence_stats(turns: LidarTurns) -> SequenceStats:
+    """:class:`SequenceStats` of ``turns``."""
+    cw = np.mod(360.0 - np.degrees(turns.angle.astype(np.float64)), 360.0)
+    none = np.isinf(turns.range)
+    edges = np.diff(np.concatenate(([0], none.astype(np.int8), [0])))
+    runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+    step = np.mod(np.diff(cw) + 180.0, 360.0) - 180.0
+    inside = np.ones(step.size, bool)
+    inside[turns.offset[1:] - 1] = False  # the step from one turn's last point to the next
+    step, a, b = step[inside], none[:-1][inside], none[1:][inside]
+    ret_step = step[~a & ~b]
+    back = step < 0
+    clean = (turns.flags & (TurnFlag.PACKET_LOSS | TurnFlag.CRC_ERRORS)) == 0
+    spans = []
+    for i in np.flatnonzero(clean & (turns.count > 1)):
+        lo = int(turns.offset[i])
+        seg = np.radians(cw[lo : lo + int(turns.count[i])])
+        spans.append(float(np.degrees(np.unwrap(seg)[-1] - seg[0])))
+    span = np.array(spans)
+    first = cw[turns.offset[turns.count > 0]]
+    nan = float("nan")
+
+    def pct(x: float) -> float:
+        return float(np.percentile(ret_step, x)) if ret_step.size else nan
+
+    return SequenceStats(
+        n_points=int(cw.size),
+        no_return_run_mean=float(runs.mean()) if runs.size else nan,
+        no_return_run_median=float(np.median(runs)) if runs.size else nan,
+        return_step_p1_deg=pct(1),
+        return_step_p50_deg=pct(50),
+        return_step_p99_deg=pct(99),
+        backward_step_pct=100.0 * float(back.mean()) if back.size else nan,
+        backward_not_at_change_pct=(
+            100.0 * float(np.mean(~(a[back] & ~b[back]))) if back.any() else nan
+        ),
+        resume_step_back_deg=(
+            -float(step[resume].mean()) if (resume := back & a & ~b).any() else nan
+        ),
+        no_return_with_quality_pct=(
+            100.0 * float(np.mean(turns.intensity[none] > 0)) if none.any() else nan
+        ),
+        turn_span_min_deg=float(span.min()) if span.size else nan,
+        turn_span_max_deg=float(span.max()) if span.size else nan,
+        turns_under_360_pct=100.0 * float(np.mean(span < 360.0)) if span.size else nan,
+        n_turns=int(span.size),
+        first_point_deg=(float(first.min()), float(first.max())) if first.size else (nan, nan),
     )
 
 

@@ -1,9 +1,5 @@
-"""Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs.
-
-Periods (s) are differences of turn starts on the device clock when every turn has
-one, else on the stream's own times (``clock``); a period of ≈ k ≥ 2 nominal periods
-is k − 1 skipped turns unless a device event makes it a USB drop-off. The figures,
-their definitions and when the host clock is judged unreliable: docs/LIDAR.md."""
+"""Lidar timing figures: turn rate, period jitter, skipped turns, gaps, USB drop-offs
+(periods in s, on the device clock when every turn has one). docs/LIDAR.md."""
 
 from __future__ import annotations
 
@@ -101,7 +97,7 @@ def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
 def host_reliability(
     turns: LidarTurns, clock: str, nominal_s: float, dropoff: np.ndarray, overruns: int
 ) -> tuple[float, bool, str]:
-    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (see module)."""
+    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (docs/LIDAR.md)."""
     host_s = (turns.t_first_ns - turns.t_first_ns[0]).astype(np.float64) * 1e-9
     hp = np.diff(host_s)
     ok = ~dropoff

@@ -1,10 +1,6 @@
-"""Allan deviation of pose-error series: a cross-check of the Gauss-Markov fit.
-
-Overlapping ADEV (allantools' ``oadev`` of the error taken as frequency data) inside
-each relocalization segment, pooled over gap-free, uniformly resampled pieces, against
-the model's AVAR; 95 % intervals from the non-overlapping terms' dof (conservative).
-T in s, ADEV in the error's unit (m or rad). Formula and peak rule: docs/POSE_ERROR.md
-("The fit")."""
+"""Allan deviation of pose-error series against the Gauss-Markov model's (a cross-check of
+the fit): overlapping ADEV within gap-free pieces of each segment; T in s, ADEV in the
+error's unit. docs/POSE_ERROR.md ("The fit")."""
 
 from __future__ import annotations
 
@@ -124,13 +120,9 @@ _SERIES = [
 
 
 def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
-    """Compare the empirical ADEV with the fitted model's, per axis.
-
-    Returns ``{"T_s": [...], "edf": [...], axis: {...}}`` with, per axis, the curve
-    and its 95 % interval (``adev_ci95`` as [low, high] lists), the empirical peak
-    (T, ADEV) — only at an interior maximum (``peak_found``; else nan) — and the τ
-    and σ it implies (T/1.89, ADEV/0.62), the fitted τ and σ, and the range of the
-    ratio empirical/model; only averaging times with at least 30 terms count."""
+    """The empirical ADEV against the fitted model's: ``{"T_s", "n_terms", "edf", axis: {...}}``,
+    per axis the curve, ``adev_ci95``, the interior peak (``peak_found``) with the τ and σ
+    it implies, the fitted τ and σ and the ratio's range (docs/POSE_ERROR.md, "The fit")."""
     t, adev, n_terms, edf = allan_deviation(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     ci = adev_interval(adev, edf)

@@ -1,10 +1,6 @@
-"""Is the pose error stationary over the segments the data holds? τ against segment lengths, trends.
-
-Three checks a Gauss-Markov fit cannot pass by absorbing drift (verdict ``DRIFT``):
-:func:`stationarity` (τ against :data:`TAU_SEGMENT_FRACTION` × the median segment),
-:func:`trend_test` (per-segment slopes, m/s or rad/s) and :func:`variance_growth`
-(segment variance against length). Times in s; errors in :data:`series.AXIS_UNITS`.
-Method: docs/POSE_ERROR.md ("The verdict")."""
+"""Is the pose error stationary over its segments? The checks a Gauss-Markov fit cannot
+pass by absorbing drift (verdict ``DRIFT``): τ against the median segment, per-segment
+trends (unit/s) and variance growth. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 

@@ -1038,7 +1038,10 @@ def _restricted_step(
         return theta
     grad = np.zeros_like(theta)
     for sessions in members.values():
-        blocks = [_whitening_blocks(series[i]) for i in sessions]
+        blocks = [
+            (spacings(s.t_s), s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], float))
+            for s in (series[i] for i in sessions)
+        ]
         per_axis = [_nuisance_info(blocks, np.exp(theta[a]), a) for a in range(len(POSE_AXES))]
         total = sum(per_axis)
         for a in range(len(POSE_AXES)):
@@ -1072,10 +1075,6 @@ def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
         w = whiten_columns(np.ascontiguousarray(jac[:, axis, :]), reset, *(x[:, 0] for x in gains))
         out = out + w.T @ w
     return np.asarray(out)
-
-
-def _whitening_blocks(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    return spacings(s.t_s), s.reloc, s.wrong, np.asarray(s.meta["nuisance_jacobian"], dtype=float)
 
 
 def fit_pose_error(

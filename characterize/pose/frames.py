@@ -1,10 +1,6 @@
-"""Are all sessions of a campaign in the same map? A session-level frame check (``FRAME``).
-
-A session's mean error is tested against the spread of segment means *within* sessions
-(F(6, ν), level :data:`FRAME_ALPHA` / S) without a fitted noise model; with too few
-dof (ν < :data:`MIN_DOF`) and ≥ 3 sessions, :func:`loo_frame_statistics` tests each
-session under the others' alignment and the noise model (χ²₆). Errors in
-:data:`series.AXIS_UNITS`. docs/POSE_ERROR.md ("The verdict")."""
+"""Are all sessions of a campaign in the same map? The session-level frame check
+(``FRAME``): F test against the within-session segment means, or leave-one-out χ²₆ under
+the noise model. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 

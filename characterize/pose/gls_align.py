@@ -119,15 +119,8 @@ def wrong_mask(t_s: np.ndarray, reset: np.ndarray, times: np.ndarray) -> np.ndar
 
 
 def _skew_rows(d: np.ndarray) -> np.ndarray:
-    """``(N, 3, 3)`` ∂(ε × d)/∂ε = −[d]×."""
-    z = np.zeros(d.shape[0])
-    return np.stack(
-        [
-            np.stack([z, d[:, 2], -d[:, 1]], axis=1), np.stack([-d[:, 2], z, d[:, 0]], axis=1),
-            np.stack([d[:, 1], -d[:, 0], z], axis=1),
-        ],
-        axis=1,
-    )
+    """``(N, 3, 3)`` ∂(ε × d)/∂ε = −[d]×: column j is e_j × d (``+ 0.0``: zeros unsigned)."""
+    return np.cross(np.eye(3), d[:, None, :]).transpose(0, 2, 1) + 0.0
 
 
 def _frame_columns(mode: str) -> tuple[list[int], int, list[int]]:
@@ -165,11 +158,9 @@ def _design(
         jac[:, :3, c : c + len(eps_i)] = skew[:, :, eps_i]
         jac[:, 3:, c : c + len(eps_i)] = to_body[:, :, eps_i]
         c += len(eps_i)
-    for k in range(n_t):
-        jac[:, k, c + k] = 1.0
+    jac[:, np.arange(n_t), c + np.arange(n_t)] = 1.0
     c += n_t
-    for k, axis in enumerate(beta_i):
-        jac[:, 3 + axis, c + k] = 1.0
+    jac[:, 3 + np.asarray(beta_i, dtype=int), c + np.arange(len(beta_i))] = 1.0
     return s.sensor.t_s[idx], e, jac
 
 
@@ -328,12 +319,8 @@ def offset_pieces(
     pair: tuple[PoseTrack, PoseTrack], offset_s: float, frame: Frame, starts: np.ndarray,
     params: np.ndarray, max_gap_s: float | None = None,
 ) -> OffsetDrift | None:
-    """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their agreement.
-
-    None when a piece has too few poses. A clock that runs at another rate than the
-    reference's (the offset drifts during the recording) shows as pieces that
-    disagree; the session's offset is then their mean over the recording, and its
-    standard error is inflated by the Birge ratio (:attr:`OffsetDrift.inflation`)."""
+    """The offset of each of :data:`PIECES` equal-time pieces (frame fixed), and their
+    agreement (docs/POSE_ERROR.md, "Clock drift"); None when a piece has too few poses."""
     sensor, ref = pair[0].only_valid(), pair[1]
     edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
     offs, ses, mids = [], [], []

@@ -1,17 +1,11 @@
 """Monte Carlo of the pose-error model along real timestamps, all draws at once.
 
 Simulates ``e = b_s + g + v`` (:mod:`error_model`) for B draws × A axes along sample
-times ``t_s`` (s, any spacing; spacings taken to 1 ns) and relocalization flags, with
-the exact discretization of g (stationary start), reduced to the statistics
-:data:`STAT_NAMES` (the same kernel computes them on the real error). The same seed,
-times and parameters give the same draws whichever function is asked.
-
-The compiled kernels (numba) draw, simulate and reduce in one pass, vectorised over
-*lanes* (one lane = one draw of one axis with its own parameters) in L1-sized blocks,
-never storing the series. Each lane runs its own SplitMix64 stream; normals by
-Box–Muller in float32 with series ``ln`` and ``sin``/``cos`` written here (vectorisable,
-unlike libm); the recursion and the statistics run in float64. Statistics, why and the
-accuracy of each part: docs/POSE_ERROR.md ("Monte Carlo")."""
+times ``t_s`` (s, spacings taken to 1 ns) and relocalization flags, reduced to
+:data:`STAT_NAMES` (the same kernel reduces the real error); the same seed, times and
+parameters give the same draws whichever function is asked. Compiled kernels over
+*lanes* (one draw of one axis), each its own SplitMix64 stream, Box–Muller in float32,
+recursion and statistics in float64: docs/POSE_ERROR.md ("Monte Carlo")."""
 
 from __future__ import annotations
 
@@ -284,11 +278,9 @@ def draw_params(
     """``(B, A, 4)`` parameters drawn from ``exp(N(ln params, cov_log))``.
 
     ``params`` is ``(A, 4)``, ``cov_log`` ``(A, 4, 4)`` (zeros = no uncertainty).
-    ``sigma_b_quantile`` (one function per axis, probabilities -> sigma_b) replaces
-    sigma_b's log-normal marginal (e.g. by its Q-profile, which may give 0): sigma_b is
-    the quantile at ``Φ`` of its standardised log-normal deviate (a Gaussian copula, so
-    its correlation with the other parameters is kept), or at an independent uniform
-    when its variance in ``cov_log`` is 0."""
+    ``sigma_b_quantile`` (per axis, probabilities -> sigma_b, e.g. its Q-profile) replaces
+    sigma_b's log-normal marginal through a Gaussian copula (an independent uniform when
+    its variance in ``cov_log`` is 0; docs/POSE_ERROR.md, "The fit")."""
     a = params.shape[0]
     out = np.empty((n_draws, a, 4))
     z = rng.standard_normal((n_draws, a, 4))

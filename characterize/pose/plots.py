@@ -1,7 +1,5 @@
-"""Figures of the pose-error fit and validation (matplotlib, Agg backend, PNG files).
-
-Error inside the model's Monte Carlo bands, rank histogram, Allan deviation against
-the model's, and the evo-style trajectory overlay."""
+"""Figures of the pose-error fit and validation (PNG): error in the model's Monte Carlo
+bands, rank histogram, Allan deviation, evo-style trajectory overlay."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Relocalization segmentation of a pose-error series: from flags, or detected jumps.
-
-A relocalization starts a new offset b. ``PoseFlag.RELOCALIZED`` flags are used when
-the stream has them; otherwise jumps are detected in the error's robustly scaled first
-differences (χ²₆ at a Bonferroni level) and kept only when the level persists (a step,
-not a spike or a ramp; :func:`detect_jumps`). :class:`Segmentation` says which method
-was used. docs/POSE_ERROR.md ("Relocalization segments")."""
+"""Relocalization segmentation of a pose-error series: from ``PoseFlag.RELOCALIZED`` flags,
+or persistent jumps detected in the error (:func:`detect_jumps`).
+docs/POSE_ERROR.md ("Relocalization segments")."""
 
 from __future__ import annotations
 
@@ -15,12 +11,8 @@ from scipy.special import chdtri
 
 RELOCALIZED_FLAG = 1
 JUMP_ALPHA = 0.05
-"""Level of a one-sample jump over a series (Bonferroni over its N steps).
-
-Looser than a detector that stops at the jump itself: the persistence test rejects
-the noise a looser level lets through (a jump of white noise does not persist, one of
-slow noise is small against its level change), and steps of 3 σ_step on every axis
-are found ≥ 95 % of the time (1e-3 found 79-92 %)."""
+"""Level of a one-sample jump over a series (Bonferroni over its N steps): loose, since the
+persistence test rejects the noise it lets through (docs/POSE_ERROR.md)."""
 REVERT_S = 0.5
 """Excursions that revert within this time (s) are not steps."""
 WINDOW_S = 0.5
@@ -57,12 +49,9 @@ def detect_jumps(
     t_s: np.ndarray, error: np.ndarray, alpha: float = JUMP_ALPHA, min_separation: int = 5,
     revert_s: float = REVERT_S, window_s: float = WINDOW_S,
 ) -> np.ndarray:
-    """Bool mask (N,): True at the first sample after each detected step.
-
-    A one-sample change J beyond the χ²₆ quantile at ``alpha / N`` is a step when the
-    level change L across ``revert_s``/``window_s`` (s) has ``0.5 ≤ <L, J> / <J, J> ≤ 2``
-    and is beyond the χ²₆ quantile at :data:`LEVEL_ALPHA` (docs/POSE_ERROR.md).
-    Near either end, where a window is empty, L is the jump itself."""
+    """Bool mask (N,): True at the first sample after each detected step (a one-sample jump
+    at ``alpha / N`` whose level persists across ``revert_s``/``window_s`` s; near either
+    end, where a window is empty, the level change is the jump itself). docs/POSE_ERROR.md."""
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)
     d = np.diff(e, axis=0)
@@ -122,8 +111,9 @@ def segment(
     t_s = np.asarray(t_s, dtype=np.float64)
     detected = detect_jumps(t_s, error, alpha)
     det_times = t_s[1:][detected[1:]]
-    if flags is not None and np.any(np.asarray(flags)[1:] & RELOCALIZED_FLAG):
-        reloc = (np.asarray(flags) & RELOCALIZED_FLAG).astype(bool)
+    marked = None if flags is None else (np.asarray(flags) & RELOCALIZED_FLAG) > 0
+    if marked is not None and marked[1:].any():
+        reloc = marked.copy()
         method = "flags"
     elif detected.any():
         reloc = detected.copy()
@@ -131,11 +121,7 @@ def segment(
     else:
         reloc = np.zeros(t_s.size, dtype=bool)
         method = "none"
-    flagged = (
-        t_s[1:][(np.asarray(flags)[1:] & RELOCALIZED_FLAG).astype(bool)]
-        if flags is not None
-        else np.zeros(0)
-    )
+    flagged = np.zeros(0) if marked is None else t_s[1:][marked[1:]]
     reloc[0] = True
     return Segmentation(reloc, method, flagged, det_times)
 

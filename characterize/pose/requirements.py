@@ -1,10 +1,6 @@
-"""Accuracy requirements (``--require x.p95<=0.05``): predicted distribution and verdict.
-
-A requirement asks that the ``confidence`` quantile of a statistic of ``|e|`` over a
-horizon (s) be within a threshold (SI, or with a unit; a length on an angle axis is
-refused). :func:`predict_requirements` simulates a new horizon with the parameter
-uncertainty; :func:`judge_requirements` bounds the quantile (holds, fails, cannot
-tell). docs/POSE_ERROR.md ("The verdict")."""
+"""Accuracy requirements (``--require x.p95<=0.05``): the ``confidence`` quantile of a
+statistic of ``|e|`` over a horizon (s), predicted with the parameter uncertainty, and
+bounded for the verdict (holds, fails, cannot tell). docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 

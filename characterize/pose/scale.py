@@ -1,10 +1,6 @@
-"""Scale of a pose sensor's positions against the reference, independent of the noise model.
-
-A similarity transform ``p_ref ≈ s R p + t`` (Sim(3); planar: Sim(2)) is fitted beside
-the SE(3) one on the same associated positions (m); s regresses the reference's
-positions on the sensor's (mocap is nearly noise-free), and its 95 % interval comes
-from batch means over blocks of ≥ :data:`MIN_BLOCK_S`. Verdict ``SCALE`` when the
-interval excludes 1 by more than the tolerance. docs/POSE_ERROR.md ("The verdict")."""
+"""Scale of a pose sensor's positions against the reference, independent of the noise model:
+a similarity transform (Sim(3); planar: Sim(2)) beside the SE(3) one, its 95 % interval
+from batch means (verdict ``SCALE``). docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The per-axis pose-error series that the fit, the Monte Carlo and the validation share.
-
-:class:`ErrorSeries`: one session's error against its reference, time-associated and
-frame-aligned (:mod:`align`), with its relocalization segments (:mod:`reloc_segments`).
-Axes in :data:`POSE_AXES` order: x, y, z in m, roll, pitch, yaw in rad; times in s."""
+"""The per-axis pose-error series the fit, the Monte Carlo and the validation share: axes
+in :data:`POSE_AXES` order (x, y, z in m; roll, pitch, yaw in rad), times in s."""
 
 from __future__ import annotations
 

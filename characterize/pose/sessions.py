@@ -170,7 +170,7 @@ def load_tracks(
     from sensorbench.logs.time_window import session_span_ns, window_ns
 
     w0, w1 = window_ns(path, t_start_s, t_end_s)
-    origin = session_span_ns(path)[0]
+    t0 = session_span_ns(path)[0]
     with Session(path) as s:
         names = s.pose_names()
         for n in (sensor, reference):
@@ -186,7 +186,6 @@ def load_tracks(
         raise SessionError(
             f"{path}: pose streams {sensor!r}/{reference!r} have < 3 samples{window}"
         )
-    t0 = origin
     ref = PoseTrack((br.t_ns - t0) * 1e-9, br.position, br.quat_xyzw, br.valid, br.flags, reference)
     sen = PoseTrack((bs.t_ns - t0) * 1e-9, bs.position, bs.quat_xyzw, bs.valid, bs.flags, sensor)
     return sen, ref

@@ -1,10 +1,6 @@
-"""Leave-one-session-out Monte Carlo validation of the pose-error model.
-
-Per held-out session: refit on the others (or use a given model), draw B error
-realizations along its timestamps and relocalizations, and place the real statistics
-(:data:`STAT_NAMES`) among the simulated ones (percentile, max-|z| per session,
-Šidák over sessions); failing sessions are named by step-down. Invariant: the held-out
-session informs nothing that judges it. docs/POSE_ERROR.md ("Validation")."""
+"""Leave-one-session-out Monte Carlo validation of the pose-error model: each held-out
+session's statistics (:data:`STAT_NAMES`) among B simulations of a model that session did
+not inform; failing sessions named by step-down. docs/POSE_ERROR.md ("Validation")."""
 
 from __future__ import annotations
 

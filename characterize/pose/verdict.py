@@ -1,9 +1,6 @@
-"""The two-part verdict on a pose sensor: does the model describe its errors, are they small enough?
-
-Part 1 fails with a named reason: ``DRIFT`` (:mod:`drift`), ``SCALE`` (:mod:`scale`),
-``FRAME`` (:mod:`frames`), ``MISFIT`` (:mod:`validate`). Part 2: each ``--require``
-holds, fails or cannot tell (:mod:`requirements`), shown even when part 1 fails.
-``passed`` (exit 0) = the model holds and every requirement holds. docs/POSE_ERROR.md."""
+"""The two-part verdict on a pose sensor: does the model describe its errors (``DRIFT``,
+``SCALE``, ``FRAME``, ``MISFIT``), are they small enough (each ``--require``)?
+``passed`` (exit 0): both. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
@@ -103,10 +100,6 @@ class Verdict:
                     f"(percentile {100 * f['percentile']:.2f} %)",
                 ))
         return out
-
-    def codes(self) -> set[str]:
-        """The distinct reason codes of the model part."""
-        return {r.code for r in self.reasons()}
 
     @property
     def model_ok(self) -> bool:

@@ -1,10 +1,6 @@
-"""The error model's whitening filter: standardized innovations of a series.
-
-The model's 2-state Kalman filter of one axis turns a series into innovations
-``nu_k`` with variances ``S_k``; ``nu_k / sqrt(S_k)`` are independent N(0, 1) under
-the model. The gains depend only on the parameters and the times, so one pass whitens
-any number of columns (GLS regressors, :mod:`gls_align`) and, precomputed once, the
-Monte Carlo's draws (:func:`filter_gains`)."""
+"""The error model's whitening filter: the 2-state Kalman filter of one axis turns a series
+into innovations ``nu_k / sqrt(S_k)``, independent N(0, 1) under the model. The gains
+depend only on parameters and times: one pass whitens any number of columns."""
 
 from __future__ import annotations
 
