@@ -222,12 +222,14 @@ def _points(
 def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rejected):
     """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules); returns
     ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are the
-    first ``k`` columns of ``fields`` (rows ``_SPEED`` ...) and ``12 k`` values of the flat
-    ``distance`` and ``intensity`` (flat: 2x faster stores), the rejected candidates' stream
-    offset and reason code the first ``n_rejected`` columns of ``rejected``; the caller
+    first ``k`` columns of ``fields`` (rows ``_SPEED`` ...) and rows of ``distance`` and
+    ``intensity`` (``(cap, 12)``, stored through flat views: 2x faster), the rejected
+    candidates' stream offset and reason code the first ``n_rejected`` columns of
+    ``rejected``; the caller
     sizes the outputs for the read. Never raises: every index is bounded by the buffer.
     """
     buf = _with_tail(new, state, tail)
+    distance, intensity = distance.reshape(-1), intensity.reshape(-1)
     n = buf.size
     base = state[_TAIL_AT]
     e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
@@ -297,15 +299,17 @@ _SCAN_ENTRY: Callable[..., tuple[int, int]] | None = None
 def _scan_entry() -> Callable[..., tuple[int, int]]:
     """:func:`_scan`'s compiled entry point, without the dispatcher (its per-call type
     resolution was a third of a 1 KiB read's cost; :meth:`LD19Parser.feed` always passes
-    the one signature). The first call compiles or loads the kernel."""
+    the one signature). It is compiled for a read-only input, and serves writeable ones
+    as they are: unboxing checks only the item size, and the kernel never writes it.
+    The first call compiles or loads the kernel."""
     global _SCAN_ENTRY
     if _SCAN_ENTRY is None:
         ro = np.zeros(PACKET_SIZE, np.uint8)
         ro.flags.writeable = False
         z = np.zeros
         _scan(ro, 0, 0, _new_state(), z(64, np.uint8),
-              z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
-              z(POINTS_PER_PACKET, np.uint8), z((2, 1), np.int64))  # fmt: skip
+              z((_ROWS, 1), np.int64), z((1, POINTS_PER_PACKET), np.uint16),
+              z((1, POINTS_PER_PACKET), np.uint8), z((2, 1), np.int64))  # fmt: skip
         (signature,) = _scan.signatures
         _SCAN_ENTRY = _scan.overloads[signature].entry_point  # type: ignore[attr-defined]
     return _SCAN_ENTRY
@@ -442,15 +446,12 @@ class LD19Parser:
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
             new = np.frombuffer(data, dtype=np.uint8)
-        if new.flags.writeable:  # read-only like bytes: one compiled kernel serves all inputs
-            new = new.view()
-            new.flags.writeable = False
         if new.size + PACKET_SIZE > self._room:
             self._reserve(new.size)
         cap = (new.size + PACKET_SIZE) // PACKET_SIZE
         fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
-        distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
-        intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
+        distance = np.empty((cap, POINTS_PER_PACKET), np.uint16)
+        intensity = np.empty((cap, POINTS_PER_PACKET), np.uint8)
         k, n_rej = _scan_entry()(new, int(host_ns), self.max_speed_deg_s, self._state,
             self._tail, fields, distance, intensity, self._rejected)  # fmt: skip
         if n_rej:
@@ -459,9 +460,7 @@ class LD19Parser:
                 (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist())
         if k == 0:
             return _EMPTY
-        m = POINTS_PER_PACKET * k
-        return LD19Packets(fields[:, :k], distance[:m].reshape(k, POINTS_PER_PACKET),
-            intensity[:m].reshape(k, POINTS_PER_PACKET))
+        return LD19Packets(fields[:, :k], distance[:k], intensity[:k])
 
     def _reserve(self, n: int) -> None:
         """The rejection buffer for a read of ``n`` bytes (plus the tail)."""
