@@ -449,15 +449,16 @@ class LD19Parser:
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
             new = np.frombuffer(data, dtype=np.uint8)
-        if new.size + PACKET_SIZE > self._room:
+        room = new.size + PACKET_SIZE
+        if room > self._room:
             self._reserve(new.size)
-        cap = (new.size + PACKET_SIZE) // PACKET_SIZE
-        if self._out_at + cap > self._out_room:
-            self._new_block(cap)
         at = self._out_at
+        if at + room // PACKET_SIZE > self._out_room:
+            at = self._new_block(room // PACKET_SIZE)
         fields, distance, intensity = self._out
-        k, n_rej = _scan_entry()(new, int(host_ns), self.max_speed_deg_s, self._state,
-            self._tail, fields, distance, intensity, at, self._rejected)  # fmt: skip
+        # host_ns as given: the entry point takes any integer as int64, like int()
+        k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, self.max_speed_deg_s,
+            self._state, self._tail, fields, distance, intensity, at, self._rejected)  # fmt: skip
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
@@ -467,15 +468,16 @@ class LD19Parser:
         self._out_at = at + k
         return LD19Packets(fields[:, at : at + k], distance[at : at + k], intensity[at : at + k])
 
-    def _new_block(self, cap: int) -> None:
+    def _new_block(self, cap: int) -> int:
         """Fresh output buffers for at least ``cap`` packets: reads take successive
         slices of them (the packets returned are views, never written again), so small
-        reads share one allocation (:data:`_OUT_BLOCK`)."""
+        reads share one allocation (:data:`_OUT_BLOCK`); returns the first free packet (0)."""
         room = max(cap, _OUT_BLOCK)
         self._out = (np.empty((_ROWS, room), np.int64),
             np.empty((room, POINTS_PER_PACKET), np.uint16),
             np.empty((room, POINTS_PER_PACKET), np.uint8))  # fmt: skip
         self._out_at, self._out_room = 0, room
+        return 0
 
     def _reserve(self, n: int) -> None:
         """The rejection buffer for a read of ``n`` bytes (plus the tail)."""
