@@ -448,7 +448,7 @@ class LD19Parser:
         if isinstance(data, np.ndarray):
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
-            new = np.frombuffer(data, dtype=np.uint8)
+            new = np.frombuffer(data, np.uint8)  # positional: dtype= costs ~0.2 us a read
         room = new.size + PACKET_SIZE
         if room > self._room:
             self._reserve(new.size)
