@@ -223,14 +223,13 @@ def _points(
 def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, at, rejected):
     """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules); returns
     ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are
-    ``k`` columns of ``fields`` (rows ``_SPEED`` ...) and rows of ``distance`` and
-    ``intensity`` (``(cap, 12)``, stored through flat views: 2x faster) from ``at`` on,
+    ``k`` columns of ``fields`` (rows ``_SPEED`` ...) from ``at`` on and ``12 k`` values of
+    the flat ``distance`` and ``intensity`` (flat: 2x faster stores) from ``12 at`` on,
     the rejected candidates' stream offset and reason code the first ``n_rejected``
     columns of ``rejected``; the caller sizes the outputs for the read. Never raises:
     every index is bounded by the buffer.
     """
     buf = _with_tail(new, state, tail)
-    distance, intensity = distance.reshape(-1), intensity.reshape(-1)
     n = buf.size
     base = state[_TAIL_AT]
     e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
@@ -310,8 +309,8 @@ def _scan_entry() -> Callable[..., tuple[int, int]]:
         ro.flags.writeable = False
         z = np.zeros
         _scan(ro, 0, 0, _new_state(), z(64, np.uint8),
-              z((_ROWS, 1), np.int64), z((1, POINTS_PER_PACKET), np.uint16),
-              z((1, POINTS_PER_PACKET), np.uint8), 0, z((2, 1), np.int64))  # fmt: skip
+              z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
+              z(POINTS_PER_PACKET, np.uint8), 0, z((2, 1), np.int64))  # fmt: skip
         (signature,) = _scan.signatures
         _SCAN_ENTRY = _scan.overloads[signature].entry_point  # type: ignore[attr-defined]
     return _SCAN_ENTRY
@@ -455,10 +454,11 @@ class LD19Parser:
         at = self._out_at
         if at + room // PACKET_SIZE > self._out_room:
             at = self._new_block(room // PACKET_SIZE)
-        fields, distance, intensity = self._out
+        fields, distance, intensity, flat_distance, flat_intensity = self._out
         # host_ns as given: the entry point takes any integer as int64, like int()
         k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, self.max_speed_deg_s,
-            self._state, self._tail, fields, distance, intensity, at, self._rejected)  # fmt: skip
+            self._state, self._tail, fields, flat_distance, flat_intensity, at,
+            self._rejected)  # fmt: skip
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
@@ -473,9 +473,11 @@ class LD19Parser:
         slices of them (the packets returned are views, never written again), so small
         reads share one allocation (:data:`_OUT_BLOCK`); returns the first free packet (0)."""
         room = max(cap, _OUT_BLOCK)
-        self._out = (np.empty((_ROWS, room), np.int64),
-            np.empty((room, POINTS_PER_PACKET), np.uint16),
-            np.empty((room, POINTS_PER_PACKET), np.uint8))  # fmt: skip
+        distance = np.empty((room, POINTS_PER_PACKET), np.uint16)
+        intensity = np.empty((room, POINTS_PER_PACKET), np.uint8)
+        # the kernel stores the points through flat views of them
+        self._out = (np.empty((_ROWS, room), np.int64), distance, intensity,
+            distance.reshape(-1), intensity.reshape(-1))  # fmt: skip
         self._out_at, self._out_room = 0, room
         return 0
 
