@@ -28,6 +28,7 @@ MAX_RANGE_MM = 12000  # a distance beyond it is stored as invalid (nan) and coun
 SPAN_PER_SPEED = 250
 """The vendor SDK's packet-span check: ``250 × span ≤ speed`` (whole degrees, deg/s;
 docs/LD19.md, Parser rules)."""
+_OUT_BLOCK = 1024  # packets' room allocated at once for small reads (~100 kB, 2.7 s at 10 Hz)
 REJECTED_KEPT = 10000  # offsets of rejected packets kept per parser (the count is exact)
 
 PACKET_DTYPE = np.dtype([("header", "u1"), ("ver_len", "u1"), ("speed", "<u2"), ("start", "<u2"),
@@ -219,13 +220,14 @@ def _points(
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rejected):
+def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, at, rejected):
     """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules); returns
-    ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are the
-    first ``k`` columns of ``fields`` (rows ``_SPEED`` ...) and ``12 k`` values of the flat
-    ``distance`` and ``intensity`` (flat: 2x faster stores), the rejected candidates' stream
-    offset and reason code the first ``n_rejected`` columns of ``rejected``; the caller
-    sizes the outputs for the read. Never raises: every index is bounded by the buffer.
+    ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are
+    ``k`` columns of ``fields`` (rows ``_SPEED`` ...) from ``at`` on and ``12 k`` values of
+    the flat ``distance`` and ``intensity`` (flat: 2x faster stores) from ``12 at`` on,
+    the rejected candidates' stream offset and reason code the first ``n_rejected``
+    columns of ``rejected``; the caller sizes the outputs for the read. Never raises:
+    every index is bounded by the buffer.
     """
     buf = _with_tail(new, state, tail)
     n = buf.size
@@ -265,13 +267,14 @@ def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, rej
             pos += 1
             continue
 
+        col = at + k
         for row, v in enumerate((sp, s, t, ts, base + pos, host_ns)):  # rows _SPEED.._HOST_NS
-            fields[row, k] = v
-        _points(buf, pos, POINTS_PER_PACKET * k, distance, intensity)
-        fields[_FAILURES, k] = pending
+            fields[row, col] = v
+        _points(buf, pos, POINTS_PER_PACKET * col, distance, intensity)
+        fields[_FAILURES, col] = pending
         pending = 0
         span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
-        fields[_LOST_BEFORE, k] = _gap(state, ts, span, sp, last_ts)
+        fields[_LOST_BEFORE, col] = _gap(state, ts, span, sp, last_ts)
         last_ts = ts
         k += 1
         pos += PACKET_SIZE
@@ -297,7 +300,9 @@ _SCAN_ENTRY: Callable[..., tuple[int, int]] | None = None
 def _scan_entry() -> Callable[..., tuple[int, int]]:
     """:func:`_scan`'s compiled entry point, without the dispatcher (its per-call type
     resolution was a third of a 1 KiB read's cost; :meth:`LD19Parser.feed` always passes
-    the one signature). The first call compiles or loads the kernel."""
+    the one signature). It is compiled for a read-only input, and serves writeable ones
+    as they are: unboxing checks only the item size, and the kernel never writes it.
+    The first call compiles or loads the kernel."""
     global _SCAN_ENTRY
     if _SCAN_ENTRY is None:
         ro = np.zeros(PACKET_SIZE, np.uint8)
@@ -305,7 +310,7 @@ def _scan_entry() -> Callable[..., tuple[int, int]]:
         z = np.zeros
         _scan(ro, 0, 0, _new_state(), z(64, np.uint8),
               z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
-              z(POINTS_PER_PACKET, np.uint8), z((2, 1), np.int64))  # fmt: skip
+              z(POINTS_PER_PACKET, np.uint8), 0, z((2, 1), np.int64))  # fmt: skip
         (signature,) = _scan.signatures
         _SCAN_ENTRY = _scan.overloads[signature].entry_point  # type: ignore[attr-defined]
     return _SCAN_ENTRY
@@ -408,6 +413,7 @@ class LD19Parser:
         self.max_speed_deg_s = int(max_speed_deg_s)
         self._tail = np.zeros(64, dtype=np.uint8)  # the kernel keeps < 47 bytes here
         self._reserve(0)
+        self._out_at = self._out_room = 0
         self.reset()
 
     def reset(self) -> None:
@@ -441,27 +447,39 @@ class LD19Parser:
         if isinstance(data, np.ndarray):
             new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         else:
-            new = np.frombuffer(data, dtype=np.uint8)
-        if new.flags.writeable:  # read-only like bytes: one compiled kernel serves all inputs
-            new = new.view()
-            new.flags.writeable = False
-        if new.size + PACKET_SIZE > self._room:
+            new = np.frombuffer(data, np.uint8)  # positional: dtype= costs ~0.2 us a read
+        room = new.size + PACKET_SIZE
+        if room > self._room:
             self._reserve(new.size)
-        cap = (new.size + PACKET_SIZE) // PACKET_SIZE
-        fields = np.empty((_ROWS, cap), np.int64)  # fresh: the packets returned are views
-        distance = np.empty(cap * POINTS_PER_PACKET, np.uint16)
-        intensity = np.empty(cap * POINTS_PER_PACKET, np.uint8)
-        k, n_rej = _scan_entry()(new, int(host_ns), self.max_speed_deg_s, self._state,
-            self._tail, fields, distance, intensity, self._rejected)  # fmt: skip
+        at = self._out_at
+        if at + room // PACKET_SIZE > self._out_room:
+            at = self._new_block(room // PACKET_SIZE)
+        fields, distance, intensity, flat_distance, flat_intensity = self._out
+        # host_ns as given: the entry point takes any integer as int64, like int()
+        k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, self.max_speed_deg_s,
+            self._state, self._tail, fields, flat_distance, flat_intensity, at,
+            self._rejected)  # fmt: skip
         if n_rej:
             keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
             self.rejected.extend(
                 (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist())
         if k == 0:
             return _EMPTY
-        m = POINTS_PER_PACKET * k
-        return LD19Packets(fields[:, :k], distance[:m].reshape(k, POINTS_PER_PACKET),
-            intensity[:m].reshape(k, POINTS_PER_PACKET))
+        self._out_at = at + k
+        return LD19Packets(fields[:, at : at + k], distance[at : at + k], intensity[at : at + k])
+
+    def _new_block(self, cap: int) -> int:
+        """Fresh output buffers for at least ``cap`` packets: reads take successive
+        slices of them (the packets returned are views, never written again), so small
+        reads share one allocation (:data:`_OUT_BLOCK`); returns the first free packet (0)."""
+        room = max(cap, _OUT_BLOCK)
+        distance = np.empty((room, POINTS_PER_PACKET), np.uint16)
+        intensity = np.empty((room, POINTS_PER_PACKET), np.uint8)
+        # the kernel stores the points through flat views of them
+        self._out = (np.empty((_ROWS, room), np.int64), distance, intensity,
+            distance.reshape(-1), intensity.reshape(-1))  # fmt: skip
+        self._out_at, self._out_room = 0, room
+        return 0
 
     def _reserve(self, n: int) -> None:
         """The rejection buffer for a read of ``n`` bytes (plus the tail)."""
