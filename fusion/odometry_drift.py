@@ -351,22 +351,12 @@ class SlipModel(Protocol):
 class CalibrationError:
     """The fitted pod geometry's own uncertainty, carried along a path.
 
-    The odometry's body increment is ``û = Ŵ⁻¹·Δn`` with the fitted matrix Ŵ; its rows
-    (ticks per m, per m, per rad) differ from the true ones by δW, a constant of every
-    path driven with that calibration. To first order ``û − u = −Ŵ⁻¹·δW·u``, linear in
-    the stacked row errors δg (3N): each step's body error is ``B_k·δg`` with
-    ``B_k = −[Ŵ⁻¹[:, i] ⊗ u_kᵀ]_i`` (3 × 3N). Through the same dead-reckoning shear as the
-    slip (:func:`propagate_drift`) the world pose error is ``J_k·δg``, so its covariance is
-    ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
-    as a random walk but with the signed motion (a scale error cancels on the way back).
-
-    **Creep** (docs/PODS.md) is carried the same way: a wheel counts short by
-    ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)`` of its travel (v_i its contact's speed, m/s;
-    a_i = v_i·|ω|, m·rad/s²), κ_v (s/m) and κ_t (s²/(m·rad)) two more uncertain parameters
-    beside the rows: each step's body error gains
-    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``. With estimates κ̂ the filters'
-    step corrects the increments by them (:func:`correct_creep`), and κ stands for the
-    error κ − κ̂ the correction leaves.
+    Each step's body error is ``B_k·δg`` in the stacked row errors δg (3N), ``B_k =
+    −[Ŵ⁺[:, i] ⊗ u_kᵀ]_i``, plus the creep's two columns (κ_v, κ_t: the error κ − κ̂ the
+    correction by the estimates leaves, :func:`correct_creep`); through the
+    dead-reckoning shear the world pose error is ``J_k·[δg, κ]`` with covariance
+    ``J_k·Σ·J_kᵀ``. It grows with the signed motion, not as a random walk: docs/PODS.md
+    § "The calibration's own uncertainty" and § "Creep".
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).

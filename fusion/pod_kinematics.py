@@ -1,19 +1,9 @@
-"""Dead-wheel pod kinematics: the 3×3 matrix, body increments, SE(2) integration.
+"""Dead-wheel pod kinematics: the pod matrix W, body increments, SE(2) integration.
 
-Conventions (``docs/PODS.md``, Kinematics): body frame x forward, y left, heading
-θ counter-clockwise (rad). Pod i rolls along the unit vector at angle φ_i (rad, in
-the body frame); its contact point is at (x_i, y_i) (m); one encoder tick is c_i
-metres of rolling. For a body twist increment (Δx, Δy, Δθ) (m, m, rad) over an
-interval with constant twist, the pod counts exactly
-
-    Δn_i = (cos φ_i·Δx + sin φ_i·Δy + L_i·Δθ) / c_i,   L_i = x_i sin φ_i − y_i cos φ_i,
-
-so ``Δn = W·Δpose`` with row i of W equal to (cos φ_i, sin φ_i, L_i)/c_i. Only the
-lever arm L_i enters: a pod's position **along** its own rolling axis is not
-observable and is not stored.
-
-A pod-geometry model file (TOML, kind ``pod_geometry``) holds c, φ and L per pod
-with their units and provenance; :func:`load_pod_model` checks both.
+``Δn = W·(Δx, Δy, Δθ)`` with row i of W ``(cos φ_i, sin φ_i, L_i)/c_i`` (ticks per m, m,
+rad; conventions: docs/PODS.md § "Kinematics"). A pod-geometry model file (TOML, kind
+``pod_geometry``) holds c, φ and L per pod with their units and provenance;
+:func:`load_pod_model` checks both.
 """
 
 from __future__ import annotations
@@ -56,17 +46,14 @@ class PodGeometry:
         names: pod names, in counter order.
         counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
         row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted
-            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
-            calibration's own uncertainty, a random constant of every path driven with it
+            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
         slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
             per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
         creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
             wheel speed and lateral acceleration and, optionally, the estimates κ̂_v, κ̂_t
-            the odometry is corrected by, :data:`CREEP_KEYS`), or None; carried with the
-            calibration
-            (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
+            the odometry is corrected by, :data:`CREEP_KEYS`), or None.
     """
 
     c: np.ndarray
@@ -173,12 +160,7 @@ class PodGeometry:
     def rounding_profile(self, heading: np.ndarray) -> dict[str, np.ndarray]:
         """Per step (K,), the axis's rounding variance at the heading θ_k (rad; the world x
         and y of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:meth:`rounding_floor`): the
-        filters' r times it is the step's r.
-
-        With two parallel pods the body x rounding is half the lateral pod's, so a robot
-        driving along world x has the smaller one there (0.55× the average on the
-        simulator's pods) and a turning robot both.
-        """
+        filters' r times it is the step's r."""
         cov = self.rounding_covariance()
         floor = self.rounding_floor()
         th = np.asarray(heading, dtype=float)
@@ -217,12 +199,9 @@ def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> floa
 
 
 def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
-    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, N).
-
-    Frame by frame through W⁻¹ (:func:`~sensorbench.fusion.chunk_invariant.rows_dot`), so
-    a frame's increment is the same whether it is converted alone or with a session; with
-    more than three wheels through W⁺, the least-squares twist (every count's rounding
-    has the same 1/12 tick², so equal weights are the right ones).
+    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn``
+    (K, N): frame by frame through W⁻¹ (W⁺ with more than three wheels), so a frame's
+    increment does not depend on the frames converted with it.
 
     Raises:
         FusionError: W is not (N, 3) with N >= 3 and rank 3.
@@ -278,11 +257,9 @@ def body_increments_two_pods_imu(
     dtheta: np.ndarray,
     pods: tuple[int, int] = (0, 1),
 ) -> np.ndarray:
-    """Body increments from two pods plus an IMU heading increment.
-
-    The IMU gives Δθ (rad); the two pods' rows then give (Δx, Δy) from
-    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``. The two pods' rolling directions
-    must be at least 10° apart.
+    """Body increments from two pods plus an IMU heading increment: (Δx, Δy) from
+    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``; the pods' rolling directions must be at
+    least 10° apart.
 
     Args:
         W: pod matrix (N, 3).
@@ -314,18 +291,10 @@ def repair_bounces(
     imu_dtheta: np.ndarray,
     threshold_sigma: float = 8.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Find frames where a pod lost contact (a bounce) and rebuild them from the others.
-
-    Three pods leave no redundancy; an IMU yaw increment adds one. Per frame the
-    pods' Δθ is compared with the IMU's (after removing the median difference,
-    i.e. the gyro bias); a frame whose difference exceeds ``threshold_sigma``
-    times its robust spread (at least the tick quantization's spread) has a pod
-    that did not roll. Each pod in turn is left out and predicted from the other
-    two plus the IMU (:func:`body_increments_two_pods_imu`); the culprit is the
-    pod whose measured count falls shortest of its prediction (a bouncing wheel
-    only loses ticks), and the frame's increment is replaced by the solution
-    without it. Bounces of the perpendicular pod do not show in Δθ and are left
-    to the filters' gate.
+    """Find frames where a pod lost contact (a bounce) and rebuild them from the others:
+    a frame whose pods' Δθ minus the IMU's (median removed) exceeds ``threshold_sigma``
+    robust spreads (at least the rounding's) is rebuilt without the pod falling shortest
+    of its prediction from the others plus the IMU (docs/PODS.md § "Bounce repair").
 
     Returns:
         ``(increments (K, 3), repaired (K,) bool, culprit (K,) int, −1 where none)``.

@@ -1,79 +1,13 @@
 """The split filters: three independent two-state Kalman filters for x, y and heading.
 
-Per axis the state is ``(p, v)``: position (m, or rad for heading) and the mean
-velocity over the last step (m/s, rad/s). Between encoder frames k−1 and k
-(Δt_k seconds apart) the model is
-
-    v_k = v_{k−1} + w_k,    w_k ~ N(0, q·Δt_k)       (velocity random walk)
-    p_k = p_{k−1} + v_k·Δt_k                          (exact for piecewise-constant v)
-
-so ``F = [[1, Δt], [0, 1]]`` and ``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; q is in
-m²/s³ (rad²/s³ for heading).
-
-**The measurement** of one update is one scalar per axis: the *odometry
-position* of that axis, y_k = o_{k−1} + Δo_k, where Δo_k is the axis's
-odometry increment over the step and o the running odometry position anchored
-to the estimate (o_0 = p_0):
-
-    y_k = p_k + e_k,    e_k ~ N(0, r),    H = [1, 0],
-
-with r in m² (rad²). The error of a running sum of encoder increments does not
-grow with every step: the counts are cumulative, so tick quantization stays one
-white rounding error per frame (the sum telescopes), which this model states
-exactly; rolling slip, which does accumulate, is absorbed by q. (Treating each
-increment as a noisy velocity instead would smooth the velocity and lose
-displacement during every acceleration.) For heading, Δo is the pods' Δθ (the
-third component of ``W⁻¹·Δn``). For x and y it is the world-frame displacement
-of the step's constant-twist arc (SE(2) exponential of ``W⁻¹·Δn``) rotated by
-the *heading filter's* estimate at the start of the step, so the heading filter
-runs first and the x and y filters take its output — the only coupling, and a
-one-way one.
-
-Fitted refinements (``AxisNoise``; docs/PODS.md): the prediction takes the odometry's
-observed acceleration as a known input and q grows with its observed squared jerk
-(``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
-position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
-wheels' rolling and dragging slip of the step); and the tick rounding r follows the
-heading (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`), white
-from frame to frame. The innovations are Gaussian; each update's NIS is also given with
-the frames at rest left out (``AxisTrack.nis_chi2``; nan there, they test nothing).
-
-Each update is a 2×2 covariance propagation and a scalar division (no matrix
-inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
-99 % point of χ²₁) is rejected, counted and never applied: the state stays at
-its prediction. The odometry position keeps the step's increment when the
-prediction's own step explains it (its error is white, or the prediction lags the
-motion: nothing is lost), else it follows the prediction plus the innovation
-clipped to the gate (so a bouncing wheel's lost ticks do not poison the later
-measurements). After ``max_rejects`` consecutive rejections, or ``max_carried``
-whose steps were all kept, the model is taken to be wrong instead (a real change
-it did not expect): the streak's odometry is restored, the next increment applied
-and the velocity variance reset, counted as a reset. When no
-frame arrives for longer than ``stale_s`` the filter is coasting:
-:func:`predict_axis` extrapolates a state to any time with the variance
-growing as the model says, and frames that end such a gap are flagged.
-
-The (p, v) filter lives in the *odometry frame*, which starts exactly at the
-initial pose; per axis a scalar offset b (world minus odometry frame) carries
-the start uncertainty and a random walk of ``drift_q`` unit²/s (the odometry's
-slip and scale drift). The reported position is p + b with variance
-Var p + Var b, so with wheels alone the variance grows with time, as it should.
-
-Optional absolute pose aiding (a pose sensor): a measurement ``z = p + b + e``
-at the first encoder frame at or after its time stamp (shifted by the odometry
-motion in between) updates b alone (a scalar update, gated like the others).
-Its error e follows the pose-error model (offset per relocalization +
-Gauss-Markov with σ, τ + white σ_v); R is inflated by the model:
-
-    R = σ_v² + σ²·(1 + φ)/(1 − φ) + m·σ_b²,    φ = exp(−Δt_aid/τ),
-
-where (1 + φ)/(1 − φ) is the ratio of the long-run to the marginal variance of
-a first-order Gauss-Markov process sampled every Δt_aid (the correlated samples
-then carry no more information than the process holds), and m counts the
-updates since the last relocalization (so all updates sharing one offset
-together carry at most the information 1/σ_b² about it). A relocalization resets
-m to 1. A paused or stale sensor simply provides no updates and the filter
-coasts on odometry, Var b growing.
+Per axis the state is (p, v), position (m, or rad) and velocity (m/s, rad/s), with a
+velocity random walk q (m²/s³, rad²/s³), ``F = [[1, Δt], [0, 1]]``,
+``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; one scalar update per frame by the axis's odometry
+position (H = [1, 0], noise r), gated; the heading filter runs first and x, y take its
+estimate. The (p, v) filter lives in the odometry frame; a scalar offset b per axis
+(world minus odometry frame) carries the start's uncertainty, the slip's random walk and
+the absolute aiding. The model, gate, aiding and fitted refinements: docs/PODS.md
+§ "Split filters".
 """
 
 from __future__ import annotations
