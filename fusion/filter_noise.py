@@ -41,17 +41,15 @@ class AxisNoise:
             part: tick quantization).
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
-            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`; the observed acceleration
-            is fed forward, so q states how fast it changes); 0 = fixed q.
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`); 0 = fixed q.
         slip_scale: the share (dimensionless) of the odometry slip model's per-step
             variance that shows in the step's own increment: of the rolling part, and of
             the whole when the slip model does not split it. Used only with a slip model.
         drag_scale: the same for the dragging part of a wheel slip law; None =
             ``slip_scale``.
         nis_se: the standard error (dimensionless, RMS over the fitted sessions) of the
-            clipped mean NIS each session was matched to; a replay's NIS band adds it
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`), the filters do not
-            use it. 0 = an exact model.
+            clipped mean NIS each session was matched to, which a replay's NIS band adds
+            (:func:`~sensorbench.fusion.consistency.nis_consistency`); 0 = an exact model.
         stamp_var: variance (s²) of the frame times' error against the instants their
             counts were sampled (receive jitter without device time): each update's r
             gains ``stamp_var·v̂²``, v̂ the axis's recent velocity

@@ -45,10 +45,10 @@ from sensorbench.fusion.pod_drive import (
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
+    expected_frac_variance,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
-from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.export_mcap import OdometryTrack
 from sensorbench.logs.model_file import file_sha256

@@ -11,6 +11,7 @@ import pytest
 
 from sensorbench.benchmarks.joint_filter import RejectStreak, clip_to_gate
 from sensorbench.characterize.pods.drift_fit import fit_drift
+from sensorbench.fusion.axis_loop import predict_pv, update_p
 from sensorbench.fusion.consistency import (
     axis_consistency,
     clipped_chi2_moments,
@@ -19,7 +20,6 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.filter_noise import AxisNoise
-from sensorbench.fusion.kalman_kernels import predict_pv, update_p
 from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift, world_step_variances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path

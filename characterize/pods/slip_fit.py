@@ -5,7 +5,7 @@ Over quarter-second windows ``U = Σ (g·Δn − Δθ_imu) − b·T`` (g the hea
 gyro bias b a running median over ±:data:`BIAS_WINDOWS` windows) has
 ``E[U²] = σ_roll²·Σ g_i²·D_i/c_i² + σ_drag²·Σ g_i²·P_i/c_i² + Σ g_i²·v_i + c`` with D, P
 the rolled and dragged distances (m), v_i the known end rounding
-(:func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`) and c the gyro's white
+(:func:`~sensorbench.fusion.pod_kinematics.expected_frac_variance`) and c the gyro's white
 noise; fitted by gamma-weighted NNLS, bounce windows and those beyond :data:`TRIM` times
 their fit dropped. Every pod gets the same law (stated). Figures: docs/PODS.md, Wheel slip.
 """
@@ -24,8 +24,7 @@ from sensorbench.characterize.pods.drift_fit import gamma_nnls, near_bounces
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry
-from sensorbench.fusion.tick_rounding import expected_frac_variance
+from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, expected_frac_variance
 
 WINDOW_S = 0.25
 """Window (s): long enough that slip outweighs the two ends' rounding, short enough that

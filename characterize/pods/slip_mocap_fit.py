@@ -23,8 +23,7 @@ from sensorbench.characterize.pods.slip_fit import MIN_DRAG_M, SlipFit
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive, drive_interval_frames
-from sensorbench.fusion.pod_kinematics import PodGeometry
-from sensorbench.fusion.tick_rounding import expected_frac_variance
+from sensorbench.fusion.pod_kinematics import PodGeometry, expected_frac_variance
 
 TRIM_P = 1e-6
 """Tail probability of δ's χ²₃ (its Mahalanobis norm under the fit) beyond which an
