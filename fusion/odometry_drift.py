@@ -110,29 +110,6 @@ def _world_rows(cov: np.ndarray, heading: np.ndarray) -> np.ndarray:
     return out
 
 
-def propagate_drift(
-    body_increments: np.ndarray,
-    heading: np.ndarray,
-    drift: SlipModel,
-    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-) -> np.ndarray:
-    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
-    the slip model ``drift``: its step covariances through the dead-reckoning shear
-    (:func:`_carry_pose_error` from ``var0``).
-
-    Args:
-        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
-        heading: (K+1,) heading at each frame (rad) that rotates the increments.
-        drift: the slip model (its per-step body covariances, cross terms included).
-        var0: initial variances (x, y, θ), uncorrelated.
-    """
-    inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
-    q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
-    carry = PoseErrorCarry.start(var0).carry
-    var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
-    return np.vstack([np.asarray(var0, dtype=float), var])
-
-
 @dataclass(frozen=True)
 class PoseErrorCarry:
     """The odometry pose error's covariance at one frame, as the shear recursion

@@ -1,4 +1,5 @@
-"""Helpers for the pod tests: synthetic MCU samples, a pyserial drain, a pod geometry."""
+"""Helpers for the pod tests: synthetic MCU samples, a pyserial drain, a pod geometry, the
+slip models' pose error variance along a path."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import types
 import numpy as np
 import serial
 
+from sensorbench.fusion.odometry_drift import PoseErrorCarry, SlipModel, _carry_pose_error
 from sensorbench.fusion.pod_kinematics import PodGeometry
 
 
@@ -73,3 +75,26 @@ def slip_geometry() -> PodGeometry:
     return PodGeometry.from_mounts(
         x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
     )
+
+
+def propagate_drift(
+    body_increments: np.ndarray,
+    heading: np.ndarray,
+    drift: SlipModel,
+    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> np.ndarray:
+    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
+    the slip model ``drift``: its step covariances through the dead-reckoning shear
+    (the package's kernel from ``var0``).
+
+    Args:
+        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
+        heading: (K+1,) heading at each frame (rad) that rotates the increments.
+        drift: the slip model (its per-step body covariances, cross terms included).
+        var0: initial variances (x, y, θ), uncorrelated.
+    """
+    inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
+    q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
+    carry = PoseErrorCarry.start(var0).carry
+    var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
+    return np.vstack([np.asarray(var0, dtype=float), var])
