@@ -191,9 +191,8 @@ class FilterState:
             samples to their frames); None when the filters take no aiding.
         pose_error: the odometry pose error's covariance under the slip model (x and y
             drift with the heading error), None without a slip model.
-        calibration: (3, 3N) sensitivities of the pose to the pod rows' errors along the
-            estimated heading, and along a zero heading (the heading's own), None
-            without a row covariance.
+        calibration: (3, P) sensitivities to the calibration's parameters along the
+            estimated heading and along a zero heading, None without a row covariance.
         calibration_var: (3,) the calibration variances at the last frame: x, y along
             the estimated heading, θ.
         aid: the pose samples waiting for their frame.
@@ -227,12 +226,9 @@ class FilterState:
 
 
 class SplitFilter:
-    """Three independent (position, velocity) filters for x, y and heading.
-
-    Run a session with :meth:`run`, or frame chunk by frame chunk with :meth:`start` and
-    :meth:`step` (``run`` is one step over everything): every number of a step depends
-    on the earlier frames only through the :class:`FilterState`, so any split of a
-    session into chunks gives the numbers of one run, to the last bit.
+    """Three independent (position, velocity) filters for x, y and heading: :meth:`run`
+    a session, or :meth:`start` and :meth:`step` chunk by chunk (any split gives the
+    numbers of one run, to the last bit).
 
     Args:
         noise: per-axis q and r (:class:`FilterNoise`).
@@ -281,9 +277,8 @@ class SplitFilter:
             body_increments: (K, 3) body twist increments (m, m, rad), e.g. ``W⁻¹·Δn``;
                 rows with nan are treated as missing (predict only).
             pose0: initial x, y (m), heading (rad); var0 their variances.
-            aiding: absolute pose samples (needs ``aid_model``); the pose sensor's period
-                in the variance model is the median gap of its usable samples within the
-                frames (:func:`~sensorbench.fusion.aid_queue.aid_interval`).
+            aiding: absolute pose samples (needs ``aid_model``; Δt_aid from
+                :func:`~sensorbench.fusion.aid_queue.aid_interval`).
             pods: the geometry the increments were computed with (:meth:`start`).
 
         Raises:
@@ -308,17 +303,12 @@ class SplitFilter:
         Args:
             t0_s: time of the first frame (s).
             pose0, var0: the start and its variances.
-            pods: the geometry the increments are computed with. Its fitted uncertainty
-                (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) adds to the
-                odometry frame's offset variance; its wheels' slip law
-                (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
-                ``noise.drift`` as the per-step slip and the offset's random walk; its tick
-                rounding sets how r varies with the heading
-                (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`).
-            aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance
-                (needed to aid: replay takes the median gap of the session's samples,
-                :func:`~sensorbench.fusion.aid_queue.aid_interval`; live, the sensor's
-                nominal period).
+            pods: the geometry the increments are computed with: its calibration error
+                adds to the offset's variance, its slip law replaces ``noise.drift`` and its
+                rounding profile scales r.
+            aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance,
+                needed to aid (replay: :func:`~sensorbench.fusion.aid_queue.aid_interval`;
+                live: the sensor's nominal period).
         """
         calibration = None if pods is None else pods.calibration_error()
         pod_slip = None if pods is None else pods.slip_model()

@@ -1,14 +1,10 @@
 """The split filters' likelihood for many noise parameter sets at once, and its search.
 
-:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.axis_step.run_axis`'s
-compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
-the slip random walk, the frame times' error, the gate and streak recovery) once per
-parameter set, and scores each innovation under a Gaussian law with S = Var p + r.
-Innovations beyond a fixed bound per frame may be *censored*: only that they exceeded it
-counts (log P(|ν| > c)), so a wheel's bounce or a rounding jump bounds its pull on the
-fit instead of inflating every variance to cover it.
-:func:`zoom_search` maximises the likelihood over (ln q, ln q_jerk, ln slip_scale,
-ln drag_scale, ln(r − r_min)) by zooming grids.
+:func:`batch_nll` runs one axis filter's compiled loop once per parameter set and scores
+each innovation under a Gaussian law with S = Var p + r, innovations beyond a bound
+*censored* (only that they exceeded it counts, log P(|ν| > c)); :func:`zoom_search`
+maximises it over (ln q, ln q_jerk, ln slip_scale, ln drag_scale, ln(r − r_min)) by
+zooming grids. Why: docs/PODS.md § "Noise fit".
 """
 
 from __future__ import annotations
