@@ -38,12 +38,9 @@ def huber_irls(
     reject: float = 5.0,
     max_iter: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Robust fit of ``y ≈ X·β``: Huber IRLS, then gross outliers dropped and refitted.
-
-    The scale is the MAD of the residuals. Huber alone still lets every gross
-    outlier pull by k·scale, which biases the fit when outliers are one-sided (a
-    bouncing wheel only ever loses ticks); so rows beyond ``reject``·scale after
-    the Huber fit get weight 0 and the Huber fit is repeated on the rest.
+    """Robust fit of ``y ≈ X·β``: Huber IRLS (scale the residuals' MAD), then rows beyond
+    ``reject``·scale dropped and refitted: Huber alone lets a one-sided outlier (a
+    bouncing wheel only loses ticks) pull by k·scale.
 
     Returns:
         ``(beta, weights, scale)``; weights are ψ(r)/r (1 inside ±k·scale, 0 rejected).
@@ -79,19 +76,12 @@ def joint_sandwich(
     n_sessions: int,
     hac_lags: int | None = None,
 ) -> np.ndarray:
-    """Covariance of all pod rows and the per-session time offsets, jointly.
-
-    Parameters are (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); the model of pod p on
-    interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
-    offsets' uncertainty feeds into every row. The pods' residuals on one
-    interval share the reference's noise, so scores are summed per interval.
-    Score products with up to ``hac_lags`` neighbours within a session enter with
-    Newey–West's Bartlett weights ``1 − l/(L + 1)`` (docs/PODS.md, Geometry fit; None:
-    ``L = ⌊4·(M/100)^(2/9)⌋``, M the median intervals per session; 0: independent).
-    Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
-    1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
-    when a parameter is informed by few rows.
-    """
+    """Covariance of all pod rows and the per-session time offsets jointly (parameters
+    (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); pod p's model on interval m is ``x_m·β_p`` with
+    ``∂/∂δ_s = ẋ_m·β_p``): the sandwich A⁻¹BA⁻¹, A = Σ ψ'(r) j jᵀ (Huber), scores summed
+    per interval (the pods share its reference noise), residuals scaled by 1/(1 − h)
+    (HC3), neighbours' score products up to ``hac_lags`` at Newey–West's weights
+    (:func:`hac_meat`; docs/PODS.md § "Geometry fit")."""
     m, k = xi.shape
     n_pods = betas.shape[0]
     n_par = n_pods * k + n_sessions
