@@ -179,14 +179,10 @@ def pose_errors(
         heading_rms_rad, heading_max_rad, heading_final_rad, n_samples, and the
         per-sample series ``t_s``, ``pos_err_m``, ``heading_err_rad``.
     """
-    inside = (t_ref >= t_est[0]) & (t_ref <= t_est[-1]) & np.all(np.isfinite(ref), axis=1)
-    if np.count_nonzero(inside) < 2:
-        raise FusionError("estimate and reference do not overlap in time")
-    tr = t_ref[inside]
-    e = np.column_stack([np.interp(tr, t_est, est[:, k]) for k in range(3)])
-    d = e[:, :2] - ref[inside, :2]
+    tr, e, ref = _at_reference(t_est, est, t_ref, ref)
+    d = e[:, :2] - ref[:, :2]
     pos = np.hypot(d[:, 0], d[:, 1])
-    head = (e[:, 2] - ref[inside, 2] + np.pi) % (2 * np.pi) - np.pi
+    head = (e[:, 2] - ref[:, 2] + np.pi) % (2 * np.pi) - np.pi
     return {
         "rms_m": float(np.sqrt(np.mean(pos**2))),
         "max_m": float(pos.max()),
@@ -199,6 +195,22 @@ def pose_errors(
         "pos_err_m": pos,
         "heading_err_rad": head,
     }
+
+
+def _at_reference(
+    t_s: np.ndarray, est: np.ndarray, ref_t: np.ndarray, ref_pose: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reference times (s) inside the estimate's span where the reference pose is
+    finite, the estimate's columns (n, C) interpolated linearly there, the reference there.
+
+    Raises:
+        FusionError: fewer than 2 such times.
+    """
+    inside = (ref_t >= t_s[0]) & (ref_t <= t_s[-1]) & np.all(np.isfinite(ref_pose), axis=1)
+    if np.count_nonzero(inside) < 2:
+        raise FusionError("estimate and reference do not overlap in time")
+    tr = ref_t[inside]
+    return tr, np.column_stack([np.interp(tr, t_s, col) for col in est.T]), ref_pose[inside]
 
 
 @dataclass
@@ -273,7 +285,10 @@ class Replay:
         write_estimate_session(output, batch, events, attrs, overwrite=overwrite)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready summary (no per-sample series)."""
+        """JSON-ready summary (no per-sample series); the nominal rejection rate is
+        P(χ²₁ > gate)."""
+        from scipy.stats import chi2
+
         err = None
         if self.errors is not None:
             err = {k: v for k, v in self.errors.items() if not isinstance(v, np.ndarray)}
@@ -289,7 +304,7 @@ class Replay:
             "coasting_frames": int(np.count_nonzero(r.coasting)),
             "rejection_rate": {
                 "actual": {a: t.rejected / max(t.accepted.size, 1) for a, t in r.tracks.items()},
-                "nominal": gate_rejection_rate(float(r.options["gate"])),
+                "nominal": float(chi2.sf(float(r.options["gate"]), 1)),
             },
             "nis": {
                 a: nis_consistency(
@@ -316,13 +331,6 @@ class Replay:
             },
             **self.info,
         }
-
-
-def gate_rejection_rate(gate: float) -> float:
-    """Fraction of a consistent filter's scalar updates a NIS gate rejects: P(χ²₁ > gate)."""
-    from scipy.stats import chi2
-
-    return float(chi2.sf(gate, 1))
 
 
 def reference_noise(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray:
@@ -369,19 +377,16 @@ def reference_consistency(
     The estimate is interpolated linearly at the reference times inside the replay
     (heading errors wrapped to (−π, π]); an axis is judged where its variance is > 0.
     """
-    inside = (ref_t >= t_s[0]) & (ref_t <= t_s[-1]) & np.all(np.isfinite(ref_pose), axis=1)
-    if np.count_nonzero(inside) < 2:
-        raise FusionError("estimate and reference do not overlap in time")
-    tr, ref = ref_t[inside], ref_pose[inside]
+    tr, at, ref = _at_reference(t_s, np.hstack([pose, var]), ref_t, ref_pose)
     noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
-    v = np.column_stack([np.interp(tr, t_s, var[:, j]) for j in range(3)]) + noise
+    v = at[:, 3:] + noise
     n_eff: Any = [None] * 3
     if shared is not None and np.all(v > 0):
         frames = np.clip(np.searchsorted(t_s, tr), 0, t_s.size - 1)
         n_eff = model_effective_samples(shared, frames, v)
     out = {}
     for j, a in enumerate(AXES):
-        e = np.interp(tr, t_s, pose[:, j]) - ref[:, j]
+        e = at[:, j] - ref[:, j]
         if a == "theta":
             e = (e + np.pi) % (2 * np.pi) - np.pi
         ok = v[:, j] > 0
