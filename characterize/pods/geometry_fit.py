@@ -189,22 +189,22 @@ class PodFit:
         """
         if not self.complete:
             raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
+        return self._geometry()
+
+    def _geometry(self) -> PodGeometry:
+        """The fit as a geometry, refused values as placeholders (1 m per tick, 0 rad,
+        0 m) and the joint row covariance only when complete."""
+        law = None if self.slip is None else self.slip.slip
         return PodGeometry(
-            self.c,
-            self.phi,
-            self.lever,
+            np.nan_to_num(self.c, nan=1.0),
+            np.nan_to_num(self.phi),
+            np.nan_to_num(self.lever),
             self.names,
             self.counts_per_rev,
-            self.joint_row_cov,
-            self._slip_law(),
+            self.joint_row_cov if self.complete else None,
+            None if law is None else (law.roll_var, law.drag_var, law.turn_var),
             None if self.slip is None else self.slip.carried_creep(),
         )
-
-    def _slip_law(self) -> tuple[float, ...] | None:
-        if self.slip is None:
-            return None
-        law = self.slip.slip
-        return (law.roll_var, law.drag_var, law.turn_var)
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.
@@ -212,16 +212,6 @@ class PodFit:
         Refused values are written as placeholders (1 m per tick, 0 rad, 0 m) next to
         the status saying why; loading such a file for odometry refuses those pods.
         """
-        geometry = PodGeometry(
-            np.nan_to_num(self.c, nan=1.0),
-            np.nan_to_num(self.phi),
-            np.nan_to_num(self.lever),
-            self.names,
-            self.counts_per_rev,
-            self.joint_row_cov if self.complete else None,
-            self._slip_law(),
-            None if self.slip is None else self.slip.carried_creep(),
-        )
         summary = {
             "complete": self.complete,
             "time_offsets_s": self.time_offsets_s,
@@ -229,7 +219,7 @@ class PodFit:
             "not_observable": "each pod's position along its own rolling axis",
         }
         slip_report = None if self.slip is None else self.slip.as_dict()
-        return save_pod_model(path, geometry, prov, self.pod_tables(), summary, slip_report)
+        return save_pod_model(path, self._geometry(), prov, self.pod_tables(), summary, slip_report)
 
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
@@ -363,17 +353,12 @@ def _fit_core(
     hac_lags: int | None,
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
-    dns, xis, rates, sess = [], [], [], []
-    for i, (d, off) in enumerate(zip(drives, offsets, strict=True)):
-        dn, xi, rate = intervals_with_rate(d, off, interval_s, heading)
-        dns.append(dn)
-        xis.append(xi)
-        rates.append(rate)
-        sess.append(np.full(dn.shape[0], i))
-    dn = np.vstack(dns)
-    xi = np.vstack(xis)
-    rate = np.vstack(rates)
-    session = np.concatenate(sess)
+    parts = [
+        intervals_with_rate(d, off, interval_s, heading)
+        for d, off in zip(drives, offsets, strict=True)
+    ]
+    dn, xi, rate = (np.vstack([p[j] for p in parts]) for j in range(3))
+    session = np.concatenate([np.full(p[0].shape[0], i) for i, p in enumerate(parts)])
     if dn.shape[0] < 10:
         raise FitError(
             f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
@@ -593,12 +578,4 @@ def _derive(
             out["phi"][i], out["sphi"][i] = np.arctan2(b, a), np.sqrt(jphi @ C @ jphi)
         if st["lever_arm"] == "ok":
             out["lev"][i], out["slev"][i] = d * c, np.sqrt(jl @ C @ jl)
-    return (
-        out["c"],
-        out["sc"],
-        out["phi"],
-        out["sphi"],
-        out["lev"],
-        out["slev"],
-        status,
-    )
+    return (*out.values(), status)
