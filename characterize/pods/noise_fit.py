@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -108,13 +108,7 @@ class AxisNoiseFit:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (``nis_mean``/``nis_bounds_95``: the calibrated NIS)."""
         return {
-            "q": self.q,
-            "r": self.r,
-            "q_jerk": self.noise.q_jerk,
-            "slip_scale": self.noise.slip_scale,
-            "drag_scale": self.noise.drag_scale,
-            "nis_se": self.noise.nis_se,
-            "stamp_var": self.noise.stamp_var,
+            **asdict(self.noise),
             "neg_log_likelihood": self.nll,
             "nis_mean": self.nis.mean,
             "nis_bounds_95": list(self.nis.band),
@@ -242,15 +236,9 @@ def _gated_scale(data: Sequence[AxisInput], noise: AxisNoise, gate: float) -> Ax
     target = clipped_chi2_moments(gate)[0]
 
     def scaled(lam: float) -> AxisNoise:
-        return replace(
-            noise,
-            q=noise.q * lam,
-            r=noise.r * lam,
-            q_jerk=noise.q_jerk * lam,
-            slip_scale=noise.slip_scale * lam,
-            drag_scale=None if noise.drag_scale is None else noise.drag_scale * lam,
-            stamp_var=noise.stamp_var * lam,
-        )
+        drag = None if noise.drag_scale is None else noise.drag_scale * lam
+        every = ("q", "r", "q_jerk", "slip_scale", "stamp_var")
+        return replace(noise, drag_scale=drag, **{k: getattr(noise, k) * lam for k in every})
 
     def excess(log_lam: float) -> float:
         means = [_clipped_mean(d, scaled(math.exp(log_lam)), gate) for d in data]
