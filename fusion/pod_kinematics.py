@@ -404,20 +404,11 @@ def relative_poses(poses: np.ndarray) -> np.ndarray:
     )
 
 
-def integrate_path(
-    increments: np.ndarray,
-    pose0: Sequence[float] = (0.0, 0.0, 0.0),
-    exact: bool = True,
-) -> np.ndarray:
-    """World path (K+1, 3) of (x, y, θ) (m, m, rad, θ unwrapped) from body increments (K, 3).
-
-    ``exact=True`` integrates each increment as a constant-twist arc (the SE(2)
-    exponential); ``exact=False`` is the naive scheme that rotates the straight
-    increment by the heading at the start of the step (wrong on spins and arcs;
-    kept for comparison).
-    """
+def integrate_path(increments: np.ndarray, pose0: Sequence[float] = (0.0, 0.0, 0.0)) -> np.ndarray:
+    """World path (K+1, 3) of (x, y, θ) (m, m, rad, θ unwrapped) from body increments (K, 3),
+    each a constant-twist arc (the SE(2) exponential)."""
     inc = np.asarray(increments, dtype=float)
-    rel = se2_exp(inc) if exact else inc
+    rel = se2_exp(inc)
     # summed step after step from the start pose: a path continued from its last pose
     # gives the numbers of the whole path
     theta = np.cumsum(np.concatenate([[float(pose0[2])], inc[:, 2]]))
@@ -427,28 +418,6 @@ def integrate_path(
     x = np.cumsum(np.concatenate([[float(pose0[0])], wx]))
     y = np.cumsum(np.concatenate([[float(pose0[1])], wy]))
     return np.column_stack([x, y, theta])
-
-
-def geometry_to_tables(
-    geometry: PodGeometry, extra: Sequence[Mapping[str, Any]] | None = None
-) -> list[dict[str, Any]]:
-    """``[[pod]]`` tables for a model file (``extra[i]`` merged into pod i)."""
-    radius = geometry.radius
-    tables = []
-    for i, name in enumerate(geometry.names):
-        t: dict[str, Any] = {
-            "name": name,
-            "distance_per_tick": float(geometry.c[i]),
-            "rolling_angle": float(geometry.phi[i]),
-            "lever_arm": float(geometry.lever[i]),
-        }
-        if radius is not None:
-            t["counts_per_rev"] = float(geometry.counts_per_rev[i])
-            t["wheel_radius"] = float(radius[i])
-        if extra is not None:
-            t.update(extra[i])
-        tables.append(t)
-    return tables
 
 
 SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
@@ -473,12 +442,25 @@ def save_pod_model(
     summary: Mapping[str, Any] | None = None,
     slip_report: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a pod-geometry model file (kind ``pod_geometry``); ``slip_report`` is stored
-    beside the slip law (how it was fitted)."""
+    """Write a pod-geometry model file (kind ``pod_geometry``): a ``[[pod]]`` table per pod
+    (``extra[i]`` merged into pod i); ``slip_report`` is stored beside the slip law (how it
+    was fitted)."""
     body: dict[str, Any] = {}
     if summary:
         body["fit"] = dict(summary)
-    body["pod"] = geometry_to_tables(geometry, extra)
+    g, radius = geometry, geometry.radius
+    body["pod"] = []
+    for i, name in enumerate(g.names):
+        t: dict[str, Any] = {
+            "name": name,
+            "distance_per_tick": float(g.c[i]),
+            "rolling_angle": float(g.phi[i]),
+            "lever_arm": float(g.lever[i]),
+        }
+        if radius is not None and g.counts_per_rev is not None:
+            t["counts_per_rev"] = float(g.counts_per_rev[i])
+            t["wheel_radius"] = float(radius[i])
+        body["pod"].append({**t, **(extra[i] if extra is not None else {})})
     if geometry.slip is not None:
         body["slip"] = {
             "roll_m2_per_m": geometry.slip[0],
