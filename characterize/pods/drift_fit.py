@@ -20,7 +20,7 @@ from scipy.optimize import nnls
 
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import OdometryDrift
-from sensorbench.fusion.pod_drive import Drive, align_drive, drive_interval_frames
+from sensorbench.fusion.pod_drive import Drive, align_drive, drive_intervals
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
 from sensorbench.logs.model_keys import AXES
 
@@ -87,7 +87,7 @@ def _intervals(
     """
     deltas, signed, paths, ends = [], [], [], []
     for d, offset in zip(drives, offsets, strict=True):
-        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
+        dn, xi, bounds = drive_intervals(d, offset, interval_s)
         if dn.shape[0] == 0:
             continue
         odo = d.counts.astype(float) @ w_inv.T

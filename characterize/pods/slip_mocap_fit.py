@@ -22,7 +22,7 @@ from sensorbench.characterize.pods.drift_fit import speeds
 from sensorbench.characterize.pods.slip_fit import MIN_DRAG_M, SlipFit
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
-from sensorbench.fusion.pod_drive import Drive, drive_interval_frames
+from sensorbench.fusion.pod_drive import Drive, drive_intervals
 from sensorbench.fusion.pod_kinematics import PodGeometry, expected_frac_variance
 
 TRIM_P = 1e-6
@@ -45,7 +45,7 @@ def _intervals(
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
     for k, (d, offset) in enumerate(zip(drives, offsets, strict=True)):
-        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
+        dn, xi, bounds = drive_intervals(d, offset, interval_s)
         if dn.shape[0] == 0:
             continue
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
