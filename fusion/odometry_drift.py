@@ -358,51 +358,10 @@ class CalibrationError:
         out[-2, -2], out[-1, -1] = self.creep[0], self.creep[1]
         return out
 
-    def variance(
-        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
-        uncertainty causes along a path, 0 at the start (:meth:`step` from
-        :meth:`start`).
-
-        Args:
-            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
-                nothing.
-            heading: (K+1,) heading at each frame (rad) that rotates the increments.
-            dt: (K,) step durations (s) for the creep terms (None: 1 s).
-        """
-        first = self.step(self.start(), body_increments, heading, dt)[1]
-        return np.vstack([np.zeros((1, 3)), first])
-
     def start(self) -> np.ndarray:
         """The sensitivities (3, P) of x, y, θ to the parameters of :attr:`cov` at the start
         of a path: none."""
         return np.zeros((3, self.cov.shape[0]))
-
-    def step(
-        self,
-        sensitivities: np.ndarray,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        dt: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Carry the sensitivities over K steps: those after the last step and the variance
-        (K, 3) of the world pose error after each.
-
-        Args:
-            sensitivities: (3, P) J of x, y, θ at the frame the steps start from.
-            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
-                nothing.
-            heading: (K+1,) heading at each frame (rad), from that frame on.
-            dt: (K,) step durations (s) for the creep terms (None: 1 s).
-
-        The sensitivities are carried step after step (compiled), so neither memory nor a
-        number depends on how the steps are split into calls.
-        """
-        at = np.array(sensitivities, dtype=float)
-        var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, (body_increments, heading, dt), np.empty(0, np.int64), var, None)
-        return at, var
 
     def sensitivities_at(
         self,
@@ -413,8 +372,8 @@ class CalibrationError:
     ) -> np.ndarray:
         """The sensitivities J (len(frames), 3, P) of x, y, θ to the parameters of
         :attr:`cov` at the given frame indices (0 = the start of the path, K = after the
-        last of the K steps of ``body_increments``; ``dt`` as for :meth:`step`), from
-        :meth:`start`."""
+        last of the K steps of ``body_increments``; ``dt`` (K,) the steps' durations (s)
+        for the creep terms, None: 1 s), from :meth:`start`."""
         want = np.asarray(frames, dtype=np.int64)
         at = self.start()
         out = np.zeros((want.size, *at.shape))
@@ -458,7 +417,7 @@ def _carry_sensitivities(
     var: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """:meth:`CalibrationError.step` in place: carries ``at`` (3, P) over the steps of
+    """Carries the sensitivities ``at`` (3, P) in place over the steps of
     ``path`` = (increments (K, 3; nan rows as none), heading (K+1,), durations (K,) s),
     ``pods`` = (W, W⁺, creep references (v̄, ā, …)); fills ``var`` (K, 3) with ``J·Σ·Jᵀ``'s
     diagonal (each row's terms in a fixed order) and, for each frame of ``want`` (0..K),
