@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -54,12 +54,7 @@ class OdometryFrames:
         """Consecutive parts as one."""
         if not parts:
             return cls.empty(n_counts)
-        return cls(
-            np.concatenate([p.t_s for p in parts]),
-            np.concatenate([p.dn for p in parts]),
-            np.concatenate([p.imu_dtheta for p in parts]),
-            np.concatenate([p.yaw for p in parts]),
-        )
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
 def wrapped_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
