@@ -134,8 +134,10 @@ def read_aiding(
     t0_ns: int,
     name: str = "pose_sensor",
     window_ns: tuple[int | None, int | None] = (None, None),
-) -> Aiding | None:
-    """Pose-sensor samples of a session as aiding input (None without such a stream).
+) -> tuple[Aiding, float | None] | None:
+    """Pose-sensor samples of a session as aiding input and the sensor's nominal period (s)
+    from its stream's ``rate_hz`` (None without a usable one): the filters' Δt_aid, a
+    constant ``live`` knows from the start. None without such a stream.
 
     Paused samples are unusable; relocalizations come from the sensor's flags.
     """
@@ -143,27 +145,19 @@ def read_aiding(
         if name not in s.pose_names():
             return None
         pb = s.pose(name).read(*window_ns)
+        rate = s.pose(name).attrs.get("rate_hz")
     paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
-    return Aiding(
+    aiding = Aiding(
         t_s=(pb.t_ns - t0_ns) * 1e-9,
         pose=np.column_stack([pb.position[:, :2], yaw_from_quat(pb.quat_xyzw)]),
         valid=pb.valid & ~paused,
         relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
     )
-
-
-def aid_period(path: str | os.PathLike[str], name: str = "pose_sensor") -> float | None:
-    """The pose sensor's nominal period (s) from its stream's ``rate_hz``, None without
-    one: the filters' Δt_aid, a constant ``live`` knows from the start."""
-    with Session(path) as s:
-        if name not in s.pose_names():
-            return None
-        rate = s.pose(name).attrs.get("rate_hz")
     try:
-        rate = float(rate)
-    except (TypeError, ValueError):
-        return None
-    return 1.0 / rate if math.isfinite(rate) and rate > 0 else None
+        period: float | None = 1.0 / float(rate)
+    except (TypeError, ValueError, ZeroDivisionError):
+        period = None
+    return aiding, period if period is not None and math.isfinite(period) and period > 0 else None
 
 
 def pose_errors(
@@ -526,11 +520,11 @@ def replay_session(
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
     if ref_t is not None:
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
-    aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
+    aiding = interval = None
+    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns=window_ns)):
+        aiding, period = aid
+        interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
-    interval = None
-    if aiding is not None:
-        interval = aid_period(path) or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
     result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding))[1]
     errors = consistency = None
