@@ -161,14 +161,9 @@ class AidQueue:
         self, t_s: np.ndarray, odometry: np.ndarray, model: PoseAidModel
     ) -> tuple[AidQueue, dict[str, AxisAid]]:
         """The fixes per axis for the frames ``t_s`` (K+1,) s (index 0 the last frame
-        filtered before them) and the queue of what is left.
-
-        Args:
-            t_s: frame times (K+1,) (s).
-            odometry: (K+1, 3) the odometry path at those frames (m, m, rad unwrapped),
-                which carries each sample to its frame and unwraps its heading.
-            model: the pose sensor's error model.
-        """
+        filtered before them) under the pose sensor's error ``model``, and the queue of what
+        is left; ``odometry`` (K+1, 3), the odometry path at those frames (m, m, rad
+        unwrapped), carries each sample to its frame and unwraps its heading."""
         n = int(np.searchsorted(self.t_s, t_s[-1], side="right")) if t_s.size > 1 else 0
         ta, z, m = self.t_s[:n], self.pose[:n], self.m[:n]
         idx = np.clip(np.searchsorted(t_s, ta, side="left"), 1, t_s.size - 1)

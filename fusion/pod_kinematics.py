@@ -284,19 +284,10 @@ def body_increments_two_pods_imu(
     dtheta: np.ndarray,
     pods: tuple[int, int] = (0, 1),
 ) -> np.ndarray:
-    """Body increments from two pods plus an IMU heading increment: (Δx, Δy) from
+    """Body increments (K, 3) (m, m, rad) from the two ``pods``' columns of the ticks ``dn``
+    (K, N) plus the IMU's heading increments ``dtheta`` (K,) rad: (Δx, Δy) from
     ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``; the pods' rolling directions must be at
-    least 10° apart.
-
-    Args:
-        W: pod matrix (N, 3).
-        dn: tick increments (K, N) (only the columns in ``pods`` are used).
-        dtheta: IMU heading increments (K,), rad.
-        pods: the two pod indices to use.
-
-    Returns:
-        (K, 3) increments (m, m, rad).
-    """
+    least 10° apart."""
     W = np.asarray(W, dtype=float)
     A = W[list(pods), :2]
     unit = A / np.linalg.norm(A, axis=1, keepdims=True)

@@ -269,17 +269,10 @@ class SplitFilter:
         aiding: Aiding | None = None,
         pods: PodGeometry | None = None,
     ) -> SplitResult:
-        """Replay K frames of body increments through the three filters: :meth:`start`
-        at the first frame, then one :meth:`step` over the rest.
-
-        Args:
-            t_s: frame times (K+1,) in s (increments are between consecutive frames).
-            body_increments: (K, 3) body twist increments (m, m, rad), e.g. ``W⁻¹·Δn``;
-                rows with nan are treated as missing (predict only).
-            pose0: initial x, y (m), heading (rad); var0 their variances.
-            aiding: absolute pose samples (needs ``aid_model``; Δt_aid from
-                :func:`~sensorbench.fusion.aid_queue.aid_interval`).
-            pods: the geometry the increments were computed with (:meth:`start`).
+        """Replay the frames at ``t_s`` (K+1,) s with the body increments (K, 3) between them
+        (as :class:`FrameChunk`'s) through the three filters: :meth:`start` at the first frame
+        (``pose0``, ``var0``, ``pods`` as there), then one :meth:`step` over the rest (Δt_aid
+        from :func:`~sensorbench.fusion.aid_queue.aid_interval` of ``aiding``).
 
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
@@ -301,8 +294,6 @@ class SplitFilter:
         heading rad) with variances ``var0``.
 
         Args:
-            t0_s: time of the first frame (s).
-            pose0, var0: the start and its variances.
             pods: the geometry the increments are computed with: its calibration error
                 adds to the offset's variance, its slip law replaces ``noise.drift`` and its
                 rounding profile scales r.
