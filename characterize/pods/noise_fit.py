@@ -86,16 +86,6 @@ class AxisNoiseFit:
     rho_bound: float
 
     @property
-    def q(self) -> float:
-        """Velocity random walk at rest (unit²/s³)."""
-        return self.noise.q
-
-    @property
-    def r(self) -> float:
-        """Odometry-position variance (unit²)."""
-        return self.noise.r
-
-    @property
     def nis_ok(self) -> bool:
         """Mean calibrated NIS inside its band and rejections ≤ 2× the gate's nominal rate."""
         return self.nis.consistent
