@@ -240,22 +240,18 @@ class PodFit:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
-        radius = self.radius
-        pods = []
-        for i, name in enumerate(self.names):
-            pods.append(
-                {
-                    "name": name,
-                    "distance_per_tick_m": _f(self.c[i]),
-                    "rolling_angle_rad": _f(self.phi[i]),
-                    "lever_arm_m": _f(self.lever[i]),
-                    "wheel_radius_m": None if radius is None else _f(radius[i]),
-                    **{
-                        k: (_f(v) if isinstance(v, float) else v)
-                        for k, v in self.pod_tables()[i].items()
-                    },
-                }
-            )
+        radius, tables = self.radius, self.pod_tables()
+        pods = [
+            {
+                "name": name,
+                "distance_per_tick_m": _f(self.c[i]),
+                "rolling_angle_rad": _f(self.phi[i]),
+                "lever_arm_m": _f(self.lever[i]),
+                "wheel_radius_m": None if radius is None else _f(radius[i]),
+                **{k: (_f(v) if isinstance(v, float) else v) for k, v in tables[i].items()},
+            }
+            for i, name in enumerate(self.names)
+        ]
         return {
             "pods": pods,
             "complete": self.complete,

@@ -73,14 +73,8 @@ def batch_nll(
     stamp = stamp_var * observed_speed_sq(series.dt, series.z) if stamp_var > 0 else zeros
     # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in
     # each), and the stamps' whole
-    gains = np.vstack(
-        [
-            jerk_noise_gains(series.dt, prof, zeros),
-            jerk_noise_gains(series.dt, zeros, slip),
-            jerk_noise_gains(series.dt, zeros, drag),
-            jerk_noise_gains(series.dt, stamp, zeros),
-        ]
-    )
+    per = ((prof, zeros), (zeros, slip), (zeros, drag), (stamp, zeros))
+    gains = np.vstack([jerk_noise_gains(series.dt, *rounding_slip) for rounding_slip in per])
     data = NllSeries(
         dt=np.ascontiguousarray(series.dt, dtype=float),
         z=np.ascontiguousarray(series.z, dtype=float),
