@@ -118,28 +118,15 @@ class AxisOptions:
 
 
 @dataclass(frozen=True)
-class MotionHistory:
-    """The last steps (at most :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY`)
-    an axis has taken: durations (s), increments, rounding r and slip variance (unit²) as
-    the filter stated them."""
-
-    steps: np.ndarray = field(default_factory=lambda: np.empty((4, 0)))
-    """(4, H): the rows dt, z, rounding and slip."""
-
-    @property
-    def z(self) -> np.ndarray:
-        """The increments (H,)."""
-        return self.steps[1]
-
-
-@dataclass(frozen=True)
 class AxisState:
     """One axis filter between two chunks: the loop's state, as the 14 floats of an
     :class:`~sensorbench.fusion.axis_loop.AxisLoopState` the compiled step takes and
-    gives (never written), and the motion history."""
+    gives, and the motion history (4, H): the last steps' (at most
+    :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY`) durations (s), increments,
+    rounding r and slip variance (unit²) as the filter stated them. Never written."""
 
     carry: np.ndarray
-    history: MotionHistory = field(default_factory=MotionHistory)
+    history: np.ndarray = field(default_factory=lambda: np.empty((4, 0)))
 
     @property
     def loop(self) -> AxisLoopState:
@@ -222,7 +209,7 @@ def step_axis(
     opt = AxisOptions() if options is None else options
     aid = inp.aid
     floats, flags, history = _axis_chunk(
-        state.history.steps,
+        state.history,
         (_array(inp.dt), _array(inp.z), _array(inp.slip), _array(inp.drag),
          _array(inp.r_profile), _array(inp.drift)),
         _NO_REST if inp.rest is None else _array(inp.rest, np.bool_),
@@ -256,7 +243,7 @@ def axis_result(
         nis_chi2=nis_chi2[1:],
         resets=int(carry[12] - state.carry[12]),
     )
-    return AxisState(carry, MotionHistory(history)), track
+    return AxisState(carry, history), track
 
 
 _NONE = np.empty(0)

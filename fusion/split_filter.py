@@ -92,6 +92,7 @@ def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
         [floor["x"], floor["y"]]
     )
 
+
 _NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
 _ORDER = ("theta", "x", "y")
 """The axes in the order the heading filter's output feeds the other two."""
@@ -366,7 +367,7 @@ class SplitFilter:
             out = _split_chunk(
                 t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
                 (self._consts, tuple(a.carry for a in axes)),
-                tuple(a.history.steps for a in axes), fixes,
+                tuple(a.history for a in axes), fixes,
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc

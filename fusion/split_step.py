@@ -70,7 +70,6 @@ def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
     return out
 
 
-
 @numba.njit(cache=True)
 def _xy_inputs(
     inc: np.ndarray, heading: np.ndarray, roll: np.ndarray, drag: np.ndarray, rounding: np.ndarray
