@@ -291,11 +291,7 @@ def _noise_sigma(
     of an interval increment from the reference's own samples
     (:func:`reference_interval_sigma`), caps it.
     """
-    d2 = []
-    for s in np.unique(session):
-        x = xi[session == s]
-        if x.shape[0] >= 3:
-            d2.append(np.diff(x, n=1, axis=0))
+    d2 = [np.diff(x, axis=0) for s in np.unique(session) if (x := xi[session == s]).shape[0] >= 3]
     if not d2:
         return np.full(3, 1e-4)
     d = np.vstack(d2)
@@ -550,18 +546,14 @@ def _derive(
             # is comparable to the strongest pod's, otherwise along the other one
             j = 0 if excited[0] else 1
             main = j if abs(rows[i, j]) >= 0.5 * np.nanmax(np.abs(rows[:, j])) else 1 - j
-        st: dict[str, str] = {}
-        st["distance_per_tick"] = (
-            "ok" if excited[main] else f"not identifiable: {why[AXES[main]]}"
-        )
+        dist = "ok" if excited[main] else f"not identifiable: {why[AXES[main]]}"
         missing = [AXES[j] for j in (0, 1) if not excited[j]]
-        st["rolling_angle"] = "ok" if not missing else f"not identifiable: {why[missing[0]]}"
-        if not excited[2]:
-            st["lever_arm"] = f"not identifiable: {why['theta']}"
-        elif not excited[main]:
-            st["lever_arm"] = st["distance_per_tick"]
-        else:
-            st["lever_arm"] = "ok"
+        st = {
+            "distance_per_tick": dist,
+            "rolling_angle": "ok" if not missing else f"not identifiable: {why[missing[0]]}",
+            # the lever arm needs the spin and the pod's own rolling direction
+            "lever_arm": dist if excited[2] else f"not identifiable: {why['theta']}",
+        }
         status.append(st)
         h2 = a * a + b * b
         c = 1.0 / np.sqrt(h2)

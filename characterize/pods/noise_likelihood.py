@@ -141,12 +141,10 @@ def zoom_search(
             )
         return out
 
-    if start is None:
-        st = Search((lo + hi) / 2, (hi - lo) / 2, math.inf)
-        shape = [5 if f else 1 for f in free]
-    else:
+    st = Search((lo + hi) / 2, (hi - lo) / 2, math.inf)
+    if start is not None:
         st = Search(start.centre.copy(), start.half.copy(), math.inf)
-        shape = [3 if f else 1 for f in free]
+    shape = [(5 if start is None else 3) if f else 1 for f in free]
     for _ in range(rounds):
         axes = [
             np.linspace(st.centre[i] - st.half[i], st.centre[i] + st.half[i], n)
