@@ -46,17 +46,12 @@ class PoseAidModel:
     @classmethod
     def from_dict(cls, d: Mapping[str, Mapping[str, float]]) -> PoseAidModel:
         """From ``{"x"|"y"|"theta"|"yaw": {"sigma_b", "sigma", "tau_s", "sigma_v"}}`` (SI)."""
+        keys = ("sigma_b", "sigma", "tau_s", "sigma_v")
         try:
-            axes = []
-            for a in AXES:
-                t = d[a if a in d or a != "theta" else "yaw"]
-                axes.append(
-                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
-                )
+            rows = [d[a if a in d or a != "theta" else "yaw"] for a in AXES]
+            return cls(*(AidAxis(*(float(t[k]) for k in keys)) for t in rows))
         except KeyError as exc:
             raise FusionError(f"pose-aid model lacks {exc}") from exc
-        return cls(*axes)
-
 
 
 @dataclass
@@ -74,7 +69,6 @@ class Aiding:
     pose: np.ndarray
     valid: np.ndarray
     relocalized: np.ndarray
-
 
 
 def usable(aiding: Aiding) -> np.ndarray:

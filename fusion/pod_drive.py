@@ -122,9 +122,7 @@ def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float)
     resid = ys - (a + b * xs)
     var_b = float(np.sum(resid**2)) / (xs.size - 2) / sxx
     var_0 = (nominal * tolerance) ** 2
-    if (b - nominal) ** 2 > RATE_CONFLICT_SIGMA**2 * (var_b + var_0):
-        return float(b)
-    if var_b == 0.0:
+    if (b - nominal) ** 2 > RATE_CONFLICT_SIGMA**2 * (var_b + var_0) or var_b == 0.0:
         return float(b)
     return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
