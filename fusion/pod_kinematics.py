@@ -167,13 +167,6 @@ class PodGeometry:
         world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
         return {a: world[a] / floor[a] for a in AXES}
 
-    def scaled(self, factor: float) -> PodGeometry:
-        """The same pods with every distance per tick multiplied by ``factor``."""
-        cov = None if self.row_cov is None else self.row_cov / factor**2
-        return PodGeometry(
-            self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev, cov, self.slip
-        )
-
 
 SERIES_TERMS = 40
 """Terms of the Fourier series. The tail left out is at most Σ_{n>40} 1/(π²n²) ≈ 0.0025
@@ -503,15 +496,14 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         row_cov = None if cov is None else np.asarray(cov, dtype=float)
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc
+    law: tuple[Any, ...] | None = None
+    creep: tuple[Any, ...] | None = None
     try:
-        law = None
         if slip is not None:
-            law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
-            law += (slip.get(SLIP_TURN_KEY, 0.0),)
-        creep = None
+            law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"], slip.get(SLIP_TURN_KEY, 0.0))
         if slip is not None and CREEP_KEYS[0] in slip:
-            creep = tuple(slip[k] for k in CREEP_KEYS[:4])
-            creep += tuple(slip[k] for k in CREEP_KEYS[4:] if k in slip)
+            # the first four are required, the estimates optional
+            creep = tuple(slip[k] for i, k in enumerate(CREEP_KEYS) if i < 4 or k in slip)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:
