@@ -484,14 +484,10 @@ def replay_session(
     window_ns: tuple[int | None, int | None] = (None, None),
     monitor_tau: float | None = None,
 ) -> Replay:
-    """Replay one session through the split filters and score it.
+    """Replay one session through the split filters with the pods' ``geometry`` and the
+    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids) and score it.
 
     Args:
-        path: session file.
-        geometry: pod geometry (from a pod model file).
-        noise: filter noise (from a noise model file, or defaults).
-        aid_model: pose-error model; with it, the ``pose_sensor`` stream aids.
-        gate: NIS gate.
         reference: ``"mocap"`` (the session's mocap stream, aligned in time
             to the encoder) or ``"truth"`` (a simulated session's truth).
         repair: rebuild bounce frames from the other pods and the IMU yaw
