@@ -30,7 +30,7 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     whiteness,
 )
-from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise, MotionReach
+from sensorbench.fusion.filter_noise import NOISE_MODEL_UNITS, AxisNoise, FilterNoise, MotionReach
 from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry, replay_session
@@ -51,22 +51,20 @@ def axis_measurements(
     (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
-    c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
-    slip: dict[str, Any] = dict.fromkeys(AXES)
-    drag: dict[str, Any] = dict.fromkeys(AXES)
+    heading = path[:-1, 2]
+    c, s = np.cos(heading), np.sin(heading)
+    none: dict[str, Any] = dict.fromkeys(AXES)
+    slip = drag = none
     z = {
         "x": c * rel[:, 0] - s * rel[:, 1],
         "y": s * rel[:, 0] + c * rel[:, 1],
         "theta": increments[:, 2],
     }
     if drift is not None:
-        roll_cov, drag_cov = drift.step_covariance_parts(increments, dt)
-        slip = world_step_variances(roll_cov, path[:-1, 2])
-        drag = world_step_variances(drag_cov, path[:-1, 2])
+        parts = drift.step_covariance_parts(increments, dt)
+        slip, drag = (world_step_variances(cov, heading) for cov in parts)
     rest = np.all(increments == 0, axis=1)
-    profile: dict[str, Any] = dict.fromkeys(AXES)
-    if pods is not None:
-        profile = pods.rounding_profile(path[:-1, 2])
+    profile = none if pods is None else pods.rounding_profile(heading)
     return {a: AxisInput(dt, z[a], slip[a], drag[a], rest, profile[a]) for a in AXES}
 
 
@@ -296,7 +294,7 @@ class NoiseFit:
             "axes": {a: f.as_dict() for a, f in self.axes.items()},
             "sessions": self.labels,
             "gate": self.gate,
-            "units": {"q_xy": "m^2/s^3", "q_theta": "rad^2/s^3", "r_xy": "m^2", "r_theta": "rad^2"},
+            "units": dict(NOISE_MODEL_UNITS),
             "drift": None if self.drift is None else self.drift.as_dict(),
             "drift_note": self.drift_note,
             "reach": None if self.reach is None else self.reach.values,
