@@ -349,14 +349,12 @@ class SplitFilter:
         aid, queue = self._aid(state, chunk.aiding, t, odo)
         fixes = tuple(_NO_FIXES if f is None else _fixes(f) for f in map(aid.get, _ORDER))
         drift, pose_error = model.drift, state.pose_error
+        kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
         if isinstance(drift, PodSlip):
-            kind, given, law = 2, (_NO_STEPS, _NO_STEPS), drift.kernel_arrays
+            kind, law = 2, drift.kernel_arrays
         elif drift is not None:
             parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
-            given = (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
-            kind, law = 1, _NO_LAW
-        else:
-            kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
+            kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
         carry = _NO_CARRY if pose_error is None else pose_error.carry
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
