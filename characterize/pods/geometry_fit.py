@@ -223,20 +223,19 @@ class PodFit:
 
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
-        out = []
-        for i in range(len(self.names)):
-            t: dict[str, Any] = {
+        sr = self.sigma_radius
+        return [
+            {
                 "sigma_distance_per_tick": float(self.sigma_c[i]),
                 "sigma_rolling_angle": float(self.sigma_phi[i]),
                 "sigma_lever_arm": float(self.sigma_lever[i]),
                 "outlier_intervals": int(self.outliers[i]),
                 "residual_sigma_ticks": float(self.residual_sigma[i]),
                 "status": dict(self.status[i]),
+                **({} if sr is None else {"sigma_wheel_radius": float(sr[i])}),
             }
-            if self.counts_per_rev is not None:
-                t["sigma_wheel_radius"] = float(self.sigma_radius[i])
-            out.append(t)
-        return out
+            for i in range(len(self.names))
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""

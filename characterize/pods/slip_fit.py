@@ -87,14 +87,8 @@ class SlipFit:
         if self.creep is None:
             return None
         c = self.creep
-        return (
-            c["speed_se_s_per_m"] ** 2,
-            c["turn_se_s2_per_m_rad"] ** 2,
-            c["speed_ref_m_per_s"],
-            c["turn_ref_m_rad_per_s2"],
-            c["speed_s_per_m"],
-            c["turn_s2_per_m_rad"],
-        )
+        rest = ("speed_ref_m_per_s", "turn_ref_m_rad_per_s2", "speed_s_per_m", "turn_s2_per_m_rad")
+        return (c["speed_se_s_per_m"] ** 2, c["turn_se_s2_per_m_rad"] ** 2, *(c[k] for k in rest))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
