@@ -106,9 +106,7 @@ class PodGeometry:
 
     def calibration_error(self) -> CalibrationError | None:
         """The fitted geometry's uncertainty along a path, None without a covariance."""
-        if self.row_cov is None:
-            return None
-        return CalibrationError(self.W, self.row_cov, self.creep)
+        return None if self.row_cov is None else CalibrationError(self.W, self.row_cov, self.creep)
 
     def slip_model(self) -> PodSlip | None:
         """The wheels' slip law bound to this geometry, None without one."""
@@ -134,9 +132,7 @@ class PodGeometry:
     @property
     def radius(self) -> np.ndarray | None:
         """Wheel radius (m) = c·counts_per_rev/(2π), or None without counts per revolution."""
-        if self.counts_per_rev is None:
-            return None
-        return self.c * self.counts_per_rev / (2 * np.pi)
+        return None if self.counts_per_rev is None else self.c * self.counts_per_rev / (2 * np.pi)
 
     @property
     def W(self) -> np.ndarray:
