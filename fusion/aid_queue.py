@@ -46,17 +46,12 @@ class PoseAidModel:
     @classmethod
     def from_dict(cls, d: Mapping[str, Mapping[str, float]]) -> PoseAidModel:
         """From ``{"x"|"y"|"theta"|"yaw": {"sigma_b", "sigma", "tau_s", "sigma_v"}}`` (SI)."""
+        keys = ("sigma_b", "sigma", "tau_s", "sigma_v")
         try:
-            axes = []
-            for a in AXES:
-                t = d[a if a in d or a != "theta" else "yaw"]
-                axes.append(
-                    AidAxis(*(float(t[k]) for k in ("sigma_b", "sigma", "tau_s", "sigma_v")))
-                )
+            rows = [d[a if a in d or a != "theta" else "yaw"] for a in AXES]
+            return cls(*(AidAxis(*(float(t[k]) for k in keys)) for t in rows))
         except KeyError as exc:
             raise FusionError(f"pose-aid model lacks {exc}") from exc
-        return cls(*axes)
-
 
 
 @dataclass
@@ -74,7 +69,6 @@ class Aiding:
     pose: np.ndarray
     valid: np.ndarray
     relocalized: np.ndarray
-
 
 
 def usable(aiding: Aiding) -> np.ndarray:
@@ -161,14 +155,9 @@ class AidQueue:
         self, t_s: np.ndarray, odometry: np.ndarray, model: PoseAidModel
     ) -> tuple[AidQueue, dict[str, AxisAid]]:
         """The fixes per axis for the frames ``t_s`` (K+1,) s (index 0 the last frame
-        filtered before them) and the queue of what is left.
-
-        Args:
-            t_s: frame times (K+1,) (s).
-            odometry: (K+1, 3) the odometry path at those frames (m, m, rad unwrapped),
-                which carries each sample to its frame and unwraps its heading.
-            model: the pose sensor's error model.
-        """
+        filtered before them) under the pose sensor's error ``model``, and the queue of what
+        is left; ``odometry`` (K+1, 3), the odometry path at those frames (m, m, rad
+        unwrapped), carries each sample to its frame and unwraps its heading."""
         n = int(np.searchsorted(self.t_s, t_s[-1], side="right")) if t_s.size > 1 else 0
         ta, z, m = self.t_s[:n], self.pose[:n], self.m[:n]
         idx = np.clip(np.searchsorted(t_s, ta, side="left"), 1, t_s.size - 1)

@@ -1,21 +1,13 @@
 """The compiled frame loop of one split-filter axis (numba): prediction, gated update,
-rejection streaks, the odometry anchor and the
-absolute fixes of the frame offset.
+rejection streaks, the odometry anchor and the absolute fixes of the frame offset
+(:func:`~sensorbench.fusion.axis_step.step_axis` prepares its inputs), written on scalars:
+one replay of 10 000 frames takes about a millisecond (the noise fit runs hundreds).
 
-:func:`~sensorbench.fusion.axis_step.step_axis` prepares the per-step inputs and
-documents the model; this is its loop, written on scalars with the kernels of
-:mod:`~sensorbench.fusion.kalman_kernels` so that one replay of 10 000 frames takes about
-a millisecond instead of 40 (the noise fit replays each axis hundreds of times).
-
-Its inputs, state and outputs are each one named tuple (:class:`AxisSteps`,
-:class:`AxisGates`, :class:`AxisLoopState`, :class:`AxisOutputs`): a ``typing.NamedTuple``
-is a tuple to numba, so the loop compiles to the same code it would for positional
-arrays (fields are struct members, read by offset) and ``cache=True`` keeps working,
-while every caller names each field, so two inputs cannot be swapped without an error.
-A numba jitclass or structref would give the same naming with mutable fields, but
-neither caches its compiled code across processes (each CLI run would recompile for
-seconds) and both are still marked experimental; the loop needs no mutation of its
-inputs, and it returns its state as a new tuple.
+Inputs, state and outputs are each a ``typing.NamedTuple`` (:class:`AxisSteps`,
+:class:`AxisGates`, :class:`AxisLoopState`, :class:`AxisOutputs`): named fields, yet a
+plain tuple to numba, so ``cache=True`` works (a jitclass or structref is not cached).
+:func:`predict_pv` and :func:`update_p` are the Kalman predict and update written out on
+the 2×2 covariance's three scalars (tests compare them with the matrix form).
 """
 
 from __future__ import annotations
@@ -26,9 +18,43 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from sensorbench.fusion.kalman_kernels import predict_pv, update_p
-
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+Cov2 = tuple[float, float, float, float, float]
+"""(p, v, Var p, Cov(p, v), Var v) of one axis."""
+
+
+@numba.njit(cache=True)
+def predict_pv(
+    p: float, v: float, ppp: float, ppv: float, pvv: float, q: float, h: float, u: float = 0.0
+) -> Cov2:
+    """Propagate one axis ``h`` seconds under the velocity random walk ``q``, with a known
+    acceleration ``u`` (unit/s², a control input: it moves the mean, not the covariance)."""
+    qh = q * h
+    pvv_n = pvv + qh
+    return (
+        p + v * h + 0.5 * u * h * h,
+        v + u * h,
+        ppp + 2.0 * h * ppv + h * h * pvv + qh * h * h,
+        ppv + h * pvv_n,
+        pvv_n,
+    )
+
+
+@numba.njit(cache=True)
+def update_p(p: float, v: float, ppp: float, ppv: float, pvv: float, nu: float, s: float) -> Cov2:
+    """Kalman update with a position innovation ``nu`` (unit) of variance ``s`` = Var p + r
+    (unit²), H = [1, 0]: the gain is ``(Var p, Cov(p, v))/s``; returns the state and its
+    covariance."""
+    kp = ppp / s
+    kv = ppv / s
+    return (
+        p + kp * nu,
+        v + kv * nu,
+        ppp - kp * kp * s,
+        ppv - kp * kv * s,
+        pvv - kv * kv * s,
+    )
 
 
 class AxisSteps(NamedTuple):

@@ -1,14 +1,9 @@
 """One axis of the split filters (:mod:`~sensorbench.fusion.split_filter`), stepped chunk
 by chunk: its per-step inputs prepared from the odometry and the noise, run through the
 compiled loop (:mod:`~sensorbench.fusion.axis_loop`) from a carried state.
-
-:func:`step_axis` takes an :class:`AxisState` and the :class:`AxisInput` of the next K
-frames and gives the state after them and their :class:`AxisTrack`; :func:`run_axis` is
-one step from :func:`start_axis`. The state holds everything a step depends on from
-earlier frames — the loop's (:class:`~sensorbench.fusion.axis_loop.AxisLoopState`) and the
-last :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY` steps the observed
-acceleration and jerk are computed over — so a series run in any chunks gives the numbers
-of one run over all of it, to the last bit.
+:class:`AxisState` carries what a step needs of earlier frames (the loop's state and the
+last :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY` steps), so any chunks give
+the numbers of one run, to the last bit.
 """
 
 from __future__ import annotations
@@ -62,23 +57,17 @@ class AxisInput:
         z: odometry increments of the axis over each step; nan = no measurement (the step
             is predicted only).
         slip: the slip model's variance of each step (unit²): its rolling part when
-            ``drag`` is given, else the whole; ``noise.slip_scale`` times it (plus
-            ``noise.drag_share`` times ``drag``) is the position random walk the odometry
-            takes by slip, added to Var p at each prediction (a step's increment may
-            differ from the motion by its slip); None = none.
+            ``drag`` is given, else the whole; scaled by ``noise.slip_scale`` (``drag`` by
+            ``noise.drag_share``) it is added to Var p at each prediction; None = none.
         drag: the dragging part of the slip model's step variance (unit²).
-        rest: True for frames where no pod's count changed: the update is applied, but
-            its calibrated NIS is nan (not tested): the rounding error of an unchanged
-            count is the previous frame's, not a fresh draw of r, so the white-r model
-            over-states S there by design and the innovation tests nothing.
-        r_profile: r is multiplied by it at each step: how the tick rounding of this axis
-            at the step's heading differs from its heading-averaged level
-            (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`); None = r
-            throughout.
-        drift: growth of the odometry frame's offset variance over each step (unit²): how
-            far the odometry drifts from the world (slip, scale), which is what absolute
-            fixes correct; None = no drift. A negative entry (a heading error cancelling
-            on the way back) shrinks it, never below 0.
+        rest: True for frames where no pod's count changed: updated, NIS nan (an
+            unchanged count's rounding is the previous frame's, so the innovation tests
+            nothing).
+        r_profile: r's factor at each step
+            (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`);
+            None = r throughout.
+        drift: growth of the odometry frame's offset variance over each step (unit²;
+            negative entries shrink it, never below 0); None = no drift.
         aid: absolute fixes of the frame offset within these steps (None = none).
     """
 
@@ -112,21 +101,14 @@ class AxisOptions:
     """How an axis filter gates and recovers.
 
     Attributes:
-        gate: χ²₁ threshold of the NIS ν²/S; innovations above it are rejected and
-            counted. Accepted updates are the linear Kalman update; absolute fixes are
-            gated at ``gate`` too.
+        gate: χ²₁ threshold of the NIS ν²/S for the odometry and the fixes.
         var_v0: initial velocity variance (unit²/s², the initial velocity is 0), and the
             least a forced update resets it to.
-        max_rejects: after this many consecutive rejected increments (a bounce spans a few
-            frames) the model, not the data, is taken to be wrong: the odometry of the
-            whole streak is restored, the next increment applied and the velocity variance
-            reset to ``var_v0``; counted in ``resets``.
-        max_carried: the same after this many consecutive rejections whose own steps the
-            prediction's step explains (carried, not dropped: the odometry is right and
-            the prediction lags the motion, as at a step of the jerk). Each rejection of
-            a consistent filter is a 1 % event and its successor is independent of it
-            (the odometry position's error is white), so three in a row (10⁻⁶) say the
-            model is wrong, not the data.
+        max_rejects: consecutive rejected increments after which the streak's odometry is
+            restored, the next increment applied and the velocity variance reset to
+            ``var_v0`` (counted in ``resets``; docs/PODS.md § "Split filters").
+        max_carried: the same after this many consecutive rejections whose steps were
+            all kept (three 1 % events in a row, 10⁻⁶: the model is wrong, not the data).
     """
 
     gate: float = NIS_GATE_99
@@ -136,28 +118,15 @@ class AxisOptions:
 
 
 @dataclass(frozen=True)
-class MotionHistory:
-    """The last steps (at most :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY`)
-    an axis has taken: durations (s), increments, rounding r and slip variance (unit²) as
-    the filter stated them."""
-
-    steps: np.ndarray = field(default_factory=lambda: np.empty((4, 0)))
-    """(4, H): the rows dt, z, rounding and slip."""
-
-    @property
-    def z(self) -> np.ndarray:
-        """The increments (H,)."""
-        return self.steps[1]
-
-
-@dataclass(frozen=True)
 class AxisState:
     """One axis filter between two chunks: the loop's state, as the 14 floats of an
     :class:`~sensorbench.fusion.axis_loop.AxisLoopState` the compiled step takes and
-    gives (never written), and the motion history."""
+    gives, and the motion history (4, H): the last steps' (at most
+    :data:`~sensorbench.fusion.odometry_motion.MOTION_HISTORY`) durations (s), increments,
+    rounding r and slip variance (unit²) as the filter stated them. Never written."""
 
     carry: np.ndarray
-    history: MotionHistory = field(default_factory=MotionHistory)
+    history: np.ndarray = field(default_factory=lambda: np.empty((4, 0)))
 
     @property
     def loop(self) -> AxisLoopState:
@@ -230,14 +199,8 @@ def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> Axi
 def step_axis(
     state: AxisState, inp: AxisInput, noise: AxisNoise, options: AxisOptions | None = None
 ) -> tuple[AxisState, AxisTrack]:
-    """Run one axis filter over the K steps of ``inp`` from ``state``.
-
-    Per step: the prediction under the velocity random walk q (grown by ``noise.q_jerk``
-    times the observed squared jerk, with the observed acceleration fed forward;
-    :mod:`~sensorbench.fusion.odometry_motion`, over the state's
-    motion history and these steps), Var p grown by the slip share; the gated update with
-    the odometry position; the offset's variance grown by ``drift``; then the absolute
-    fixes of the step.
+    """Run one axis filter over the K steps of ``inp`` from ``state`` (per step: the
+    prediction, the gated odometry update, the offset's drift, the step's fixes).
 
     Returns:
         The state after the last step and the track of the K steps (its index 0: the
@@ -246,7 +209,7 @@ def step_axis(
     opt = AxisOptions() if options is None else options
     aid = inp.aid
     floats, flags, history = _axis_chunk(
-        state.history.steps,
+        state.history,
         (_array(inp.dt), _array(inp.z), _array(inp.slip), _array(inp.drag),
          _array(inp.r_profile), _array(inp.drift)),
         _NO_REST if inp.rest is None else _array(inp.rest, np.bool_),
@@ -280,7 +243,7 @@ def axis_result(
         nis_chi2=nis_chi2[1:],
         resets=int(carry[12] - state.carry[12]),
     )
-    return AxisState(carry, MotionHistory(history)), track
+    return AxisState(carry, history), track
 
 
 _NONE = np.empty(0)

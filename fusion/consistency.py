@@ -58,16 +58,6 @@ def _autocorrelation(x: np.ndarray, den: float) -> np.ndarray:
     return np.fft.irfft(f * np.conj(f), nfft)[:n] / den
 
 
-def _initial_monotone_tau(rho: np.ndarray) -> float:
-    """τ = −1 + 2 Σ Γ_m, Γ_m = ρ_{2m} + ρ_{2m+1} taken while positive and made
-    non-increasing (Geyer's initial monotone sequence)."""
-    m = rho.size // 2
-    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
-    stop = np.flatnonzero(pairs <= 0)
-    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
-    return -1.0 + 2.0 * float(pairs.sum())
-
-
 NEES_MIN_SAMPLES = 2.0
 """The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`):
 with 2 its 95 % limit is 3.00 (a consistent filter flagged at most 8.3 % of the time)."""
@@ -80,14 +70,6 @@ def nees_limit(n_eff: float, level: float = 0.95) -> float:
 
     n = max(float(n_eff), NEES_MIN_SAMPLES)
     return float(chi2.ppf(level, n) / n)
-
-
-def nees_band(n_eff: float, level: float = 0.95) -> tuple[float, float]:
-    """Two-sided ``level`` band of a mean NEES (1-D) over ``n_eff`` effective samples."""
-    from scipy.stats import chi2
-
-    a = (1.0 - level) / 2.0
-    return float(chi2.ppf(a, n_eff) / n_eff), float(chi2.ppf(1.0 - a, n_eff) / n_eff)
 
 
 @dataclass
@@ -194,11 +176,15 @@ def axis_consistency(
     over_time[counts == 0] = np.nan
     if n_eff is None:
         n_eff = effective_samples(z)
+    from scipy.stats import chi2
+
+    a = (1.0 - 0.95) / 2.0  # the two tails of the 95 % band
+    lo, hi = chi2.ppf([a, 1.0 - a], n_eff) / n_eff
     return AxisConsistency(
         n=int(z.size),
         n_eff=n_eff,
         mean_nees=float(np.mean(z**2)),
-        nees_band=nees_band(n_eff),
+        nees_band=(float(lo), float(hi)),
         coverage=tuple(float(c) for c in inside.mean(axis=0)),  # type: ignore[arg-type]
         coverage_over_time=over_time,
         bin_edges_s=edges,
@@ -277,7 +263,12 @@ def geyer_tau(y: np.ndarray) -> float:
     den = float(x @ x)
     if n < 4 or den <= 0:
         return 1.0
-    return max(1.0, _initial_monotone_tau(_autocorrelation(x, den)))
+    rho = _autocorrelation(x, den)
+    m = n // 2
+    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
+    stop = np.flatnonzero(pairs <= 0)
+    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
+    return max(1.0, -1.0 + 2.0 * float(pairs.sum()))
 
 
 def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -> float:

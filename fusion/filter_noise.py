@@ -41,17 +41,15 @@ class AxisNoise:
             part: tick quantization).
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
-            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`; the observed acceleration
-            is fed forward, so q states how fast it changes); 0 = fixed q.
+            (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`); 0 = fixed q.
         slip_scale: the share (dimensionless) of the odometry slip model's per-step
             variance that shows in the step's own increment: of the rolling part, and of
             the whole when the slip model does not split it. Used only with a slip model.
         drag_scale: the same for the dragging part of a wheel slip law; None =
             ``slip_scale``.
         nis_se: the standard error (dimensionless, RMS over the fitted sessions) of the
-            clipped mean NIS each session was matched to; a replay's NIS band adds it
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`), the filters do not
-            use it. 0 = an exact model.
+            clipped mean NIS each session was matched to, which a replay's NIS band adds
+            (:func:`~sensorbench.fusion.consistency.nis_consistency`); 0 = an exact model.
         stamp_var: variance (s²) of the frame times' error against the instants their
             counts were sampled (receive jitter without device time): each update's r
             gains ``stamp_var·v̂²``, v̂ the axis's recent velocity
@@ -196,19 +194,16 @@ def save_noise_model(
     )
 
 
-def _axis_table(n: AxisNoise) -> dict[str, float | bool]:
+_AXIS_DEFAULTS: dict[str, float | None] = {
+    "q_jerk": 0.0, "slip_scale": 1.0, "drag_scale": None, "nis_se": 0.0, "stamp_var": 0.0,
+}  # fmt: skip
+"""The optional keys of an [axes] row and the :class:`AxisNoise` value their absence means."""
+
+
+def _axis_table(n: AxisNoise) -> dict[str, float]:
     """An axis's [axes] row (keys at their defaults left out)."""
-    row: dict[str, float | bool] = {"q": n.q, "r": n.r}
-    if n.q_jerk > 0:
-        row["q_jerk"] = n.q_jerk
-    if n.slip_scale != 1.0:
-        row["slip_scale"] = n.slip_scale
-    if n.drag_scale is not None:
-        row["drag_scale"] = n.drag_scale
-    if n.nis_se > 0:
-        row["nis_se"] = n.nis_se
-    if n.stamp_var > 0:
-        row["stamp_var"] = n.stamp_var
+    row = {"q": n.q, "r": n.r}
+    row.update((k, v) for k, d in _AXIS_DEFAULTS.items() if (v := getattr(n, k)) != d)
     return row
 
 
@@ -227,15 +222,7 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     try:
         axes = doc["axes"]
         x, y, theta = (
-            AxisNoise(
-                float(axes[a]["q"]),
-                float(axes[a]["r"]),
-                float(axes[a].get("q_jerk", 0.0)),
-                float(axes[a].get("slip_scale", 1.0)),
-                _optional_float(axes[a].get("drag_scale")),
-                float(axes[a].get("nis_se", 0.0)),
-                float(axes[a].get("stamp_var", 0.0)),
-            )
+            AxisNoise(float(axes[a]["q"]), float(axes[a]["r"]), **_optional(axes[a]))
             for a in AXES
         )
     except (KeyError, TypeError, ValueError, FusionError) as exc:
@@ -285,6 +272,8 @@ def _refuse_retired_laws(path: str | os.PathLike[str], axes: Any) -> None:
             )
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _optional(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An [axes] row's optional keys as :class:`AxisNoise` takes them (absent: default)."""
+    got = {k: row.get(k, d) for k, d in _AXIS_DEFAULTS.items()}
+    return {k: None if v is None else float(v) for k, v in got.items()}
 

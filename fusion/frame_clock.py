@@ -1,13 +1,9 @@
 """Encoder frame times for the filters, computed causally: the same live and in replay.
 
-:class:`FrameClock` times each frame ``anchor + slope·device + c`` (s): the anchor the
-least delayed frame (smallest ``host − slope·device``) of an epoch's first
-:data:`WARMUP_S`, whose frames are held until then; c follows ``host_ns`` with a
-first-order loop of time constant :data:`TAU_S`, its rate capped at :data:`MAX_SLEW` (a
-slew, never a step). A new epoch starts when the device clock does not advance, a frame
-has no device time (it takes its ``host_ns``), or the clock is more than
-:data:`REANCHOR_S` from ``host_ns``. Invariant: the arithmetic is scalar and sequential,
-so any split of the frames into pushes gives the same times to the last bit.
+:class:`FrameClock` times each frame ``anchor + slope·device + c`` (s), the anchor the
+least delayed frame of an epoch's first :data:`WARMUP_S`, c slewing after ``host_ns``
+(docs/PODS.md § "Frame times of the filters"). Invariant: the arithmetic is scalar and
+sequential, so any split of the frames into pushes gives the same times to the last bit.
 """
 
 from __future__ import annotations

@@ -72,15 +72,11 @@ class SharedErrors:
         yw = np.concatenate([[0.0], np.cumsum(s * inc[:, 0] + c * inc[:, 1])])
         q = np.asarray(self.step_cov, dtype=float)
         world = world_step_variances(q, th[:-1])
-        qxt = c * q[:, 0, 2] - s * q[:, 1, 2]
-        qyt = s * q[:, 0, 2] + c * q[:, 1, 2]
+        steps = [world["x"], world["y"], world["theta"], c * q[:, 0, 2] - s * q[:, 1, 2],
+                 s * q[:, 0, 2] + c * q[:, 1, 2]]  # fmt: skip
         # the start as a step before the first (its θ shears from frame 0 on)
-        v0 = np.asarray(self.var0, dtype=float)
-        qxx = np.concatenate([[v0[0]], world["x"]])
-        qyy = np.concatenate([[v0[1]], world["y"]])
-        qtt = np.concatenate([[v0[2]], world["theta"]])
-        qxt = np.concatenate([[0.0], qxt])
-        qyt = np.concatenate([[0.0], qyt])
+        start = [*np.asarray(self.var0, dtype=float), 0.0, 0.0]
+        qxx, qyy, qtt, qxt, qyt = np.vstack([start, np.column_stack(steps)]).T
         ax, ay = np.concatenate([[0.0], yw[1:]]), np.concatenate([[0.0], xw[1:]])
 
         def upto(x: np.ndarray) -> np.ndarray:

@@ -110,29 +110,6 @@ def _world_rows(cov: np.ndarray, heading: np.ndarray) -> np.ndarray:
     return out
 
 
-def propagate_drift(
-    body_increments: np.ndarray,
-    heading: np.ndarray,
-    drift: SlipModel,
-    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-) -> np.ndarray:
-    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
-    the slip model ``drift``: its step covariances through the dead-reckoning shear
-    (:func:`_carry_pose_error` from ``var0``).
-
-    Args:
-        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
-        heading: (K+1,) heading at each frame (rad) that rotates the increments.
-        drift: the slip model (its per-step body covariances, cross terms included).
-        var0: initial variances (x, y, θ), uncorrelated.
-    """
-    inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
-    q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
-    carry = PoseErrorCarry.start(var0).carry
-    var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
-    return np.vstack([np.asarray(var0, dtype=float), var])
-
-
 @dataclass(frozen=True)
 class PoseErrorCarry:
     """The odometry pose error's covariance at one frame, as the shear recursion
@@ -351,22 +328,12 @@ class SlipModel(Protocol):
 class CalibrationError:
     """The fitted pod geometry's own uncertainty, carried along a path.
 
-    The odometry's body increment is ``û = Ŵ⁻¹·Δn`` with the fitted matrix Ŵ; its rows
-    (ticks per m, per m, per rad) differ from the true ones by δW, a constant of every
-    path driven with that calibration. To first order ``û − u = −Ŵ⁻¹·δW·u``, linear in
-    the stacked row errors δg (3N): each step's body error is ``B_k·δg`` with
-    ``B_k = −[Ŵ⁻¹[:, i] ⊗ u_kᵀ]_i`` (3 × 3N). Through the same dead-reckoning shear as the
-    slip (:func:`propagate_drift`) the world pose error is ``J_k·δg``, so its covariance is
-    ``J_k·Σ·J_kᵀ`` with Σ the fit's covariance of the rows: unlike slip it does not grow
-    as a random walk but with the signed motion (a scale error cancels on the way back).
-
-    **Creep** (docs/PODS.md) is carried the same way: a wheel counts short by
-    ``κ_v·(v_i − v̄) + κ_t·(a_i − ā)`` of its travel (v_i its contact's speed, m/s;
-    a_i = v_i·|ω|, m·rad/s²), κ_v (s/m) and κ_t (s²/(m·rad)) two more uncertain parameters
-    beside the rows: each step's body error gains
-    ``−Ŵ⁺·(Δn ⊙ (v − v̄))·κ_v − Ŵ⁺·(Δn ⊙ (a − ā))·κ_t``. With estimates κ̂ the filters'
-    step corrects the increments by them (:func:`correct_creep`), and κ stands for the
-    error κ − κ̂ the correction leaves.
+    Each step's body error is ``B_k·δg`` in the stacked row errors δg (3N), ``B_k =
+    −[Ŵ⁺[:, i] ⊗ u_kᵀ]_i``, plus the creep's two columns (κ_v, κ_t: the error κ − κ̂ the
+    correction by the estimates leaves, :func:`correct_creep`); through the
+    dead-reckoning shear the world pose error is ``J_k·[δg, κ]`` with covariance
+    ``J_k·Σ·J_kᵀ``. It grows with the signed motion, not as a random walk: docs/PODS.md
+    § "The calibration's own uncertainty" and § "Creep".
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).
@@ -391,51 +358,10 @@ class CalibrationError:
         out[-2, -2], out[-1, -1] = self.creep[0], self.creep[1]
         return out
 
-    def variance(
-        self, body_increments: np.ndarray, heading: np.ndarray, dt: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Variance (K+1, 3) of the world pose error (x, y m²; θ rad²) the calibration's
-        uncertainty causes along a path, 0 at the start (:meth:`step` from
-        :meth:`start`).
-
-        Args:
-            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
-                nothing.
-            heading: (K+1,) heading at each frame (rad) that rotates the increments.
-            dt: (K,) step durations (s) for the creep terms (None: 1 s).
-        """
-        first = self.step(self.start(), body_increments, heading, dt)[1]
-        return np.vstack([np.zeros((1, 3)), first])
-
     def start(self) -> np.ndarray:
         """The sensitivities (3, P) of x, y, θ to the parameters of :attr:`cov` at the start
         of a path: none."""
         return np.zeros((3, self.cov.shape[0]))
-
-    def step(
-        self,
-        sensitivities: np.ndarray,
-        body_increments: np.ndarray,
-        heading: np.ndarray,
-        dt: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Carry the sensitivities over K steps: those after the last step and the variance
-        (K, 3) of the world pose error after each.
-
-        Args:
-            sensitivities: (3, P) J of x, y, θ at the frame the steps start from.
-            body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add
-                nothing.
-            heading: (K+1,) heading at each frame (rad), from that frame on.
-            dt: (K,) step durations (s) for the creep terms (None: 1 s).
-
-        The sensitivities are carried step after step (compiled), so neither memory nor a
-        number depends on how the steps are split into calls.
-        """
-        at = np.array(sensitivities, dtype=float)
-        var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, (body_increments, heading, dt), np.empty(0, np.int64), var, None)
-        return at, var
 
     def sensitivities_at(
         self,
@@ -446,8 +372,8 @@ class CalibrationError:
     ) -> np.ndarray:
         """The sensitivities J (len(frames), 3, P) of x, y, θ to the parameters of
         :attr:`cov` at the given frame indices (0 = the start of the path, K = after the
-        last of the K steps of ``body_increments``; ``dt`` as for :meth:`step`), from
-        :meth:`start`."""
+        last of the K steps of ``body_increments``; ``dt`` (K,) the steps' durations (s)
+        for the creep terms, None: 1 s), from :meth:`start`."""
         want = np.asarray(frames, dtype=np.int64)
         at = self.start()
         out = np.zeros((want.size, *at.shape))
@@ -491,7 +417,7 @@ def _carry_sensitivities(
     var: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """:meth:`CalibrationError.step` in place: carries ``at`` (3, P) over the steps of
+    """Carries the sensitivities ``at`` (3, P) in place over the steps of
     ``path`` = (increments (K, 3; nan rows as none), heading (K+1,), durations (K,) s),
     ``pods`` = (W, W⁺, creep references (v̄, ā, …)); fills ``var`` (K, 3) with ``J·Σ·Jᵀ``'s
     diagonal (each row's terms in a fixed order) and, for each frame of ``want`` (0..K),

@@ -1,25 +1,10 @@
-"""What an axis's own odometry says about its motion, for the split filters' prediction.
-
-A (position, velocity) filter whose velocity takes a random walk of fixed intensity q
-follows a ramp or a turn only with a lag that no fixed q states honestly: the velocity
-changes by the acceleration, not by noise. So the prediction takes the acceleration the
-odometry has just shown as a known input (:func:`observed_accel` over two windows of
-:data:`FEEDFORWARD_FRAMES` frames, causal) and what is left to the random walk is how
-fast that acceleration changes: the observed jerk. The filters' q of a step is
-``q + q_jerk·ĵ²`` with ĵ² the jerk squared minus what the odometry's own noise adds to
-it (:func:`jerk_sq`): a drive at constant speed, or a robot standing still, does not
-inflate its q with the noise of a third difference.
-
-Rounding and slip enter as the filters state them (the rounding variance of the
-odometry position at each frame end, the slip variance of each step), so the noise
-term is linear in the filters' r and slip shares (:func:`jerk_noise_gains`), which lets
-the noise fit evaluate many parameter sets at once.
-
-Every value at step k depends on the :data:`MOTION_HISTORY` steps before it and on
-nothing else (each window is summed on its own,
-:func:`~sensorbench.fusion.chunk_invariant.window_sum`), so a chunk of steps prefixed
-by that many steps of history gets exactly the values the whole series gets: the filters
-run chunk by chunk on it.
+"""What an axis's own odometry says about its motion, for the split filters' prediction:
+the acceleration fed forward (:func:`observed_accel`) and the debiased squared jerk its q
+grows with (:func:`jerk_sq`), the noise term linear in the filters' r and slip shares
+(:func:`jerk_noise_gains`) so the noise fit evaluates many parameter sets at once. Why:
+docs/PODS.md § "Prediction". A step's values depend on the :data:`MOTION_HISTORY` steps
+before it and nothing else (:func:`~sensorbench.fusion.chunk_invariant.window_sum`), so
+the filters run chunk by chunk on it.
 """
 
 from __future__ import annotations

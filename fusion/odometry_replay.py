@@ -45,10 +45,10 @@ from sensorbench.fusion.pod_drive import (
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
+    expected_frac_variance,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
-from sensorbench.fusion.tick_rounding import expected_frac_variance
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.export_mcap import OdometryTrack
 from sensorbench.logs.model_file import file_sha256
@@ -134,8 +134,10 @@ def read_aiding(
     t0_ns: int,
     name: str = "pose_sensor",
     window_ns: tuple[int | None, int | None] = (None, None),
-) -> Aiding | None:
-    """Pose-sensor samples of a session as aiding input (None without such a stream).
+) -> tuple[Aiding, float | None] | None:
+    """Pose-sensor samples of a session as aiding input and the sensor's nominal period (s)
+    from its stream's ``rate_hz`` (None without a usable one): the filters' Δt_aid, a
+    constant ``live`` knows from the start. None without such a stream.
 
     Paused samples are unusable; relocalizations come from the sensor's flags.
     """
@@ -143,27 +145,19 @@ def read_aiding(
         if name not in s.pose_names():
             return None
         pb = s.pose(name).read(*window_ns)
+        rate = s.pose(name).attrs.get("rate_hz")
     paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
-    return Aiding(
+    aiding = Aiding(
         t_s=(pb.t_ns - t0_ns) * 1e-9,
         pose=np.column_stack([pb.position[:, :2], yaw_from_quat(pb.quat_xyzw)]),
         valid=pb.valid & ~paused,
         relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
     )
-
-
-def aid_period(path: str | os.PathLike[str], name: str = "pose_sensor") -> float | None:
-    """The pose sensor's nominal period (s) from its stream's ``rate_hz``, None without
-    one: the filters' Δt_aid, a constant ``live`` knows from the start."""
-    with Session(path) as s:
-        if name not in s.pose_names():
-            return None
-        rate = s.pose(name).attrs.get("rate_hz")
     try:
-        rate = float(rate)
-    except (TypeError, ValueError):
-        return None
-    return 1.0 / rate if math.isfinite(rate) and rate > 0 else None
+        period: float | None = 1.0 / float(rate)
+    except (TypeError, ValueError, ZeroDivisionError):
+        period = None
+    return aiding, period if period is not None and math.isfinite(period) and period > 0 else None
 
 
 def pose_errors(
@@ -179,14 +173,10 @@ def pose_errors(
         heading_rms_rad, heading_max_rad, heading_final_rad, n_samples, and the
         per-sample series ``t_s``, ``pos_err_m``, ``heading_err_rad``.
     """
-    inside = (t_ref >= t_est[0]) & (t_ref <= t_est[-1]) & np.all(np.isfinite(ref), axis=1)
-    if np.count_nonzero(inside) < 2:
-        raise FusionError("estimate and reference do not overlap in time")
-    tr = t_ref[inside]
-    e = np.column_stack([np.interp(tr, t_est, est[:, k]) for k in range(3)])
-    d = e[:, :2] - ref[inside, :2]
+    tr, e, ref = _at_reference(t_est, est, t_ref, ref)
+    d = e[:, :2] - ref[:, :2]
     pos = np.hypot(d[:, 0], d[:, 1])
-    head = (e[:, 2] - ref[inside, 2] + np.pi) % (2 * np.pi) - np.pi
+    head = (e[:, 2] - ref[:, 2] + np.pi) % (2 * np.pi) - np.pi
     return {
         "rms_m": float(np.sqrt(np.mean(pos**2))),
         "max_m": float(pos.max()),
@@ -199,6 +189,22 @@ def pose_errors(
         "pos_err_m": pos,
         "heading_err_rad": head,
     }
+
+
+def _at_reference(
+    t_s: np.ndarray, est: np.ndarray, ref_t: np.ndarray, ref_pose: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reference times (s) inside the estimate's span where the reference pose is
+    finite, the estimate's columns (n, C) interpolated linearly there, the reference there.
+
+    Raises:
+        FusionError: fewer than 2 such times.
+    """
+    inside = (ref_t >= t_s[0]) & (ref_t <= t_s[-1]) & np.all(np.isfinite(ref_pose), axis=1)
+    if np.count_nonzero(inside) < 2:
+        raise FusionError("estimate and reference do not overlap in time")
+    tr = ref_t[inside]
+    return tr, np.column_stack([np.interp(tr, t_s, col) for col in est.T]), ref_pose[inside]
 
 
 @dataclass
@@ -273,7 +279,10 @@ class Replay:
         write_estimate_session(output, batch, events, attrs, overwrite=overwrite)
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready summary (no per-sample series)."""
+        """JSON-ready summary (no per-sample series); the nominal rejection rate is
+        P(χ²₁ > gate)."""
+        from scipy.stats import chi2
+
         err = None
         if self.errors is not None:
             err = {k: v for k, v in self.errors.items() if not isinstance(v, np.ndarray)}
@@ -289,7 +298,7 @@ class Replay:
             "coasting_frames": int(np.count_nonzero(r.coasting)),
             "rejection_rate": {
                 "actual": {a: t.rejected / max(t.accepted.size, 1) for a, t in r.tracks.items()},
-                "nominal": gate_rejection_rate(float(r.options["gate"])),
+                "nominal": float(chi2.sf(float(r.options["gate"]), 1)),
             },
             "nis": {
                 a: nis_consistency(
@@ -316,13 +325,6 @@ class Replay:
             },
             **self.info,
         }
-
-
-def gate_rejection_rate(gate: float) -> float:
-    """Fraction of a consistent filter's scalar updates a NIS gate rejects: P(χ²₁ > gate)."""
-    from scipy.stats import chi2
-
-    return float(chi2.sf(gate, 1))
 
 
 def reference_noise(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray:
@@ -369,19 +371,16 @@ def reference_consistency(
     The estimate is interpolated linearly at the reference times inside the replay
     (heading errors wrapped to (−π, π]); an axis is judged where its variance is > 0.
     """
-    inside = (ref_t >= t_s[0]) & (ref_t <= t_s[-1]) & np.all(np.isfinite(ref_pose), axis=1)
-    if np.count_nonzero(inside) < 2:
-        raise FusionError("estimate and reference do not overlap in time")
-    tr, ref = ref_t[inside], ref_pose[inside]
+    tr, at, ref = _at_reference(t_s, np.hstack([pose, var]), ref_t, ref_pose)
     noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
-    v = np.column_stack([np.interp(tr, t_s, var[:, j]) for j in range(3)]) + noise
+    v = at[:, 3:] + noise
     n_eff: Any = [None] * 3
     if shared is not None and np.all(v > 0):
         frames = np.clip(np.searchsorted(t_s, tr), 0, t_s.size - 1)
         n_eff = model_effective_samples(shared, frames, v)
     out = {}
     for j, a in enumerate(AXES):
-        e = np.interp(tr, t_s, pose[:, j]) - ref[:, j]
+        e = at[:, j] - ref[:, j]
         if a == "theta":
             e = (e + np.pi) % (2 * np.pi) - np.pi
         ok = v[:, j] > 0
@@ -485,14 +484,10 @@ def replay_session(
     window_ns: tuple[int | None, int | None] = (None, None),
     monitor_tau: float | None = None,
 ) -> Replay:
-    """Replay one session through the split filters and score it.
+    """Replay one session through the split filters with the pods' ``geometry`` and the
+    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids) and score it.
 
     Args:
-        path: session file.
-        geometry: pod geometry (from a pod model file).
-        noise: filter noise (from a noise model file, or defaults).
-        aid_model: pose-error model; with it, the ``pose_sensor`` stream aids.
-        gate: NIS gate.
         reference: ``"mocap"`` (the session's mocap stream, aligned in time
             to the encoder) or ``"truth"`` (a simulated session's truth).
         repair: rebuild bounce frames from the other pods and the IMU yaw
@@ -521,11 +516,11 @@ def replay_session(
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
     if ref_t is not None:
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
-    aiding = read_aiding(path, odo.t0_ns, window_ns=window_ns) if aid_model is not None else None
+    aiding = interval = None
+    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns=window_ns)):
+        aiding, period = aid
+        interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
-    interval = None
-    if aiding is not None:
-        interval = aid_period(path) or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
     result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding))[1]
     errors = consistency = None

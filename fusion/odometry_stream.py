@@ -1,25 +1,20 @@
 """Encoder frames as filter input, batch by batch: timed, kept or dropped, differenced.
 
-:class:`OdometryStream` turns the encoder batches of a pod stream, in the order they
-were recorded, into what the split filters step on: frame times on the causal frame
-clock (:mod:`~sensorbench.fusion.frame_clock`), the tick increments between
-consecutive kept frames, and the IMU's yaw increments. A frame whose time is not
-after the previous kept frame's is dropped (its counts are cumulative, so the next
-kept frame's increment covers it). Counters that the stream says wrap
-(``counts_wrapped``, imported data) are unwrapped step by step, each step taken as the
-signed difference modulo ``2**counter_bits``.
-
-``replay`` pushes a session's whole stream at once (:func:`~sensorbench.fusion.
-odometry_replay.read_odometry`), ``live`` pushes each batch as the driver decodes it;
-every quantity is computed frame by frame from the frames before it, so both get the
-same numbers to the last bit (``tests/test_fusion_frame_clock.py``).
+:class:`OdometryStream` turns a pod stream's encoder batches, in recorded order, into what
+the split filters step on: frame times on the causal frame clock
+(:mod:`~sensorbench.fusion.frame_clock`), the tick increments between consecutive kept
+frames (a frame not after the previous kept one is dropped: the next increment covers
+it; counters the stream says wrap are unwrapped modulo ``2**counter_bits``) and the
+IMU's yaw increments. ``replay`` pushes a whole stream at once, ``live`` each batch;
+every quantity depends only on the frames before it, so both get the same numbers to the
+last bit (``tests/test_fusion_frame_clock.py``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -59,12 +54,7 @@ class OdometryFrames:
         """Consecutive parts as one."""
         if not parts:
             return cls.empty(n_counts)
-        return cls(
-            np.concatenate([p.t_s for p in parts]),
-            np.concatenate([p.dn for p in parts]),
-            np.concatenate([p.imu_dtheta for p in parts]),
-            np.concatenate([p.yaw for p in parts]),
-        )
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
 def wrapped_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -120,9 +120,7 @@ def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float)
     resid = ys - (a + b * xs)
     var_b = float(np.sum(resid**2)) / (xs.size - 2) / sxx
     var_0 = (nominal * tolerance) ** 2
-    if (b - nominal) ** 2 > RATE_CONFLICT_SIGMA**2 * (var_b + var_0):
-        return float(b)
-    if var_b == 0.0:
+    if (b - nominal) ** 2 > RATE_CONFLICT_SIGMA**2 * (var_b + var_0) or var_b == 0.0:
         return float(b)
     return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
@@ -271,13 +269,6 @@ def _raw_intervals(
     gap = max(1, int(np.ceil(0.8 * drive.max_gap_s / frame)))
     lo = np.arange(0, t.size - per, per + gap)
     hi = lo + per
-    if lo.size < 1:
-        return (
-            np.empty((0, 3)),
-            np.empty((0, 3)),
-            np.empty(0, dtype=bool),
-            np.empty((0, 2), dtype=np.int64),
-        )
     keep = (bad[hi + 1] - bad[lo]) == 0
     if drive.bounce is not None:
         bounced = np.concatenate([[0], np.cumsum(drive.bounce)])
@@ -288,7 +279,7 @@ def _raw_intervals(
 
 def drive_intervals(
     drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tick and reference increments over consecutive intervals of about ``interval_s``.
 
     The reference is taken at ``t_enc + offset_s``; intervals are about two reference
@@ -296,18 +287,10 @@ def drive_intervals(
     With ``heading="imu"`` the Δθ column comes from the IMU yaw.
 
     Returns:
-        ``(dn, xi)``: ticks (M, 3) and reference body increments (M, 3) (m, m, rad).
+        ``(dn, xi, frames)``: ticks (M, N), reference body increments (M, 3) (m, m, rad)
+        and each interval's first and last encoder frame index (M, 2).
     """
-    dn, xi, keep, _ = _raw_intervals(drive, offset_s, interval_s, heading)
-    return dn[keep], xi[keep]
-
-
-def drive_interval_frames(
-    drive: Drive, offset_s: float, interval_s: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`drive_intervals` (mocap heading) plus each usable interval's first and
-    last encoder frame index (M, 2)."""
-    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, "mocap")
+    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, heading)
     return dn[keep], xi[keep], bounds[keep]
 
 
@@ -348,12 +331,12 @@ def align_drive(
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
     grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
-    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)) for o in grid])
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)[:2]) for o in grid])
     if not np.any(np.isfinite(costs)):
         raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
     best = float(grid[int(np.nanargmin(costs))])
     res = minimize_scalar(
-        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)),
+        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)[:2]),
         bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},

@@ -1,19 +1,9 @@
-"""Dead-wheel pod kinematics: the 3×3 matrix, body increments, SE(2) integration.
+"""Dead-wheel pod kinematics: the pod matrix W, body increments, SE(2) integration.
 
-Conventions (``docs/PODS.md``, Kinematics): body frame x forward, y left, heading
-θ counter-clockwise (rad). Pod i rolls along the unit vector at angle φ_i (rad, in
-the body frame); its contact point is at (x_i, y_i) (m); one encoder tick is c_i
-metres of rolling. For a body twist increment (Δx, Δy, Δθ) (m, m, rad) over an
-interval with constant twist, the pod counts exactly
-
-    Δn_i = (cos φ_i·Δx + sin φ_i·Δy + L_i·Δθ) / c_i,   L_i = x_i sin φ_i − y_i cos φ_i,
-
-so ``Δn = W·Δpose`` with row i of W equal to (cos φ_i, sin φ_i, L_i)/c_i. Only the
-lever arm L_i enters: a pod's position **along** its own rolling axis is not
-observable and is not stored.
-
-A pod-geometry model file (TOML, kind ``pod_geometry``) holds c, φ and L per pod
-with their units and provenance; :func:`load_pod_model` checks both.
+``Δn = W·(Δx, Δy, Δθ)`` with row i of W ``(cos φ_i, sin φ_i, L_i)/c_i`` (ticks per m, m,
+rad; conventions: docs/PODS.md § "Kinematics"). A pod-geometry model file (TOML, kind
+``pod_geometry``) holds c, φ and L per pod with their units and provenance;
+:func:`load_pod_model` checks both.
 """
 
 from __future__ import annotations
@@ -56,17 +46,14 @@ class PodGeometry:
         names: pod names, in counter order.
         counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
         row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted
-            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None: the
-            calibration's own uncertainty, a random constant of every path driven with it
+            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
         slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
             per m rolled per m·rad/s² of lateral acceleration), or None
             (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
         creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
             wheel speed and lateral acceleration and, optionally, the estimates κ̂_v, κ̂_t
-            the odometry is corrected by, :data:`CREEP_KEYS`), or None; carried with the
-            calibration
-            (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
+            the odometry is corrected by, :data:`CREEP_KEYS`), or None.
     """
 
     c: np.ndarray
@@ -119,9 +106,7 @@ class PodGeometry:
 
     def calibration_error(self) -> CalibrationError | None:
         """The fitted geometry's uncertainty along a path, None without a covariance."""
-        if self.row_cov is None:
-            return None
-        return CalibrationError(self.W, self.row_cov, self.creep)
+        return None if self.row_cov is None else CalibrationError(self.W, self.row_cov, self.creep)
 
     def slip_model(self) -> PodSlip | None:
         """The wheels' slip law bound to this geometry, None without one."""
@@ -147,9 +132,7 @@ class PodGeometry:
     @property
     def radius(self) -> np.ndarray | None:
         """Wheel radius (m) = c·counts_per_rev/(2π), or None without counts per revolution."""
-        if self.counts_per_rev is None:
-            return None
-        return self.c * self.counts_per_rev / (2 * np.pi)
+        return None if self.counts_per_rev is None else self.c * self.counts_per_rev / (2 * np.pi)
 
     @property
     def W(self) -> np.ndarray:
@@ -173,24 +156,39 @@ class PodGeometry:
     def rounding_profile(self, heading: np.ndarray) -> dict[str, np.ndarray]:
         """Per step (K,), the axis's rounding variance at the heading θ_k (rad; the world x
         and y of ``R(θ)·C·R(θ)ᵀ``) over its heading average (:meth:`rounding_floor`): the
-        filters' r times it is the step's r.
-
-        With two parallel pods the body x rounding is half the lateral pod's, so a robot
-        driving along world x has the smaller one there (0.55× the average on the
-        simulator's pods) and a turning robot both.
-        """
+        filters' r times it is the step's r."""
         cov = self.rounding_covariance()
         floor = self.rounding_floor()
         th = np.asarray(heading, dtype=float)
         world = world_step_variances(np.broadcast_to(cov, (th.size, 3, 3)), th)
         return {a: world[a] / floor[a] for a in AXES}
 
-    def scaled(self, factor: float) -> PodGeometry:
-        """The same pods with every distance per tick multiplied by ``factor``."""
-        cov = None if self.row_cov is None else self.row_cov / factor**2
-        return PodGeometry(
-            self.c * factor, self.phi, self.lever, self.names, self.counts_per_rev, cov, self.slip
-        )
+
+SERIES_TERMS = 40
+"""Terms of the Fourier series. The tail left out is at most Σ_{n>40} 1/(π²n²) ≈ 0.0025
+tick² (1.5 % of 1/6) for σ = 0, and vanishes for any σ above 0.1 tick."""
+
+
+def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+    """E[f·(1 − f)] (tick²) for f the fractional part of δ ~ N(mu, sigma2) (ticks, tick²):
+    a frame's count moves by ⌊u + δ⌋ from a uniform sub-tick phase u, so its rounding has
+    variance ``f·(1 − f)`` (1/6 on average, 0 for a still wheel); by the Fourier series
+    ``E[f·(1 − f)] = 1/6 − Σₙ cos(2πnμ)·exp(−2π²n²σ²)/(π²n²)``."""
+    mu, s2 = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(sigma2, dtype=float))
+    # term by term, not as one (..., SERIES_TERMS) array: a long replay's (frames, pods)
+    # would otherwise take SERIES_TERMS times its size at once (an hour at 200 Hz: 0.7 GB)
+    # each element takes its terms down to a weight of 1e-12 (its own, so that its value
+    # does not depend on the other elements of the array)
+    total = np.full(mu.shape, 1.0 / 6.0)
+    phase = (2 * np.pi) * mu
+    decay = -2 * np.pi**2 * s2
+    for n in range(1, SERIES_TERMS + 1):
+        weight = np.exp(decay * n**2)
+        live = weight > 1e-12
+        if not np.any(live):
+            break  # every later term is smaller still
+        total -= np.where(live, np.cos(phase * n) * weight, 0.0) / (np.pi**2 * n**2)
+    return np.clip(total, 0.0, 0.25)
 
 
 def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
@@ -217,12 +215,9 @@ def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> floa
 
 
 def body_increments(W: np.ndarray, dn: np.ndarray) -> np.ndarray:
-    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn`` (K, N).
-
-    Frame by frame through W⁻¹ (:func:`~sensorbench.fusion.chunk_invariant.rows_dot`), so
-    a frame's increment is the same whether it is converted alone or with a session; with
-    more than three wheels through W⁺, the least-squares twist (every count's rounding
-    has the same 1/12 tick², so equal weights are the right ones).
+    """Body twist increments (Δx, Δy, Δθ) (m, m, rad), shape (K, 3), from ticks ``dn``
+    (K, N): frame by frame through W⁻¹ (W⁺ with more than three wheels), so a frame's
+    increment does not depend on the frames converted with it.
 
     Raises:
         FusionError: W is not (N, 3) with N >= 3 and rank 3.
@@ -278,21 +273,10 @@ def body_increments_two_pods_imu(
     dtheta: np.ndarray,
     pods: tuple[int, int] = (0, 1),
 ) -> np.ndarray:
-    """Body increments from two pods plus an IMU heading increment.
-
-    The IMU gives Δθ (rad); the two pods' rows then give (Δx, Δy) from
-    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``. The two pods' rolling directions
-    must be at least 10° apart.
-
-    Args:
-        W: pod matrix (N, 3).
-        dn: tick increments (K, N) (only the columns in ``pods`` are used).
-        dtheta: IMU heading increments (K,), rad.
-        pods: the two pod indices to use.
-
-    Returns:
-        (K, 3) increments (m, m, rad).
-    """
+    """Body increments (K, 3) (m, m, rad) from the two ``pods``' columns of the ticks ``dn``
+    (K, N) plus the IMU's heading increments ``dtheta`` (K,) rad: (Δx, Δy) from
+    ``W[i, :2]·(Δx, Δy) = Δn_i − W[i, 2]·Δθ``; the pods' rolling directions must be at
+    least 10° apart."""
     W = np.asarray(W, dtype=float)
     A = W[list(pods), :2]
     unit = A / np.linalg.norm(A, axis=1, keepdims=True)
@@ -314,18 +298,10 @@ def repair_bounces(
     imu_dtheta: np.ndarray,
     threshold_sigma: float = 8.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Find frames where a pod lost contact (a bounce) and rebuild them from the others.
-
-    Three pods leave no redundancy; an IMU yaw increment adds one. Per frame the
-    pods' Δθ is compared with the IMU's (after removing the median difference,
-    i.e. the gyro bias); a frame whose difference exceeds ``threshold_sigma``
-    times its robust spread (at least the tick quantization's spread) has a pod
-    that did not roll. Each pod in turn is left out and predicted from the other
-    two plus the IMU (:func:`body_increments_two_pods_imu`); the culprit is the
-    pod whose measured count falls shortest of its prediction (a bouncing wheel
-    only loses ticks), and the frame's increment is replaced by the solution
-    without it. Bounces of the perpendicular pod do not show in Δθ and are left
-    to the filters' gate.
+    """Find frames where a pod lost contact (a bounce) and rebuild them from the others:
+    a frame whose pods' Δθ minus the IMU's (median removed) exceeds ``threshold_sigma``
+    robust spreads (at least the rounding's) is rebuilt without the pod falling shortest
+    of its prediction from the others plus the IMU (docs/PODS.md § "Bounce repair").
 
     Returns:
         ``(increments (K, 3), repaired (K,) bool, culprit (K,) int, −1 where none)``.
@@ -408,20 +384,11 @@ def relative_poses(poses: np.ndarray) -> np.ndarray:
     )
 
 
-def integrate_path(
-    increments: np.ndarray,
-    pose0: Sequence[float] = (0.0, 0.0, 0.0),
-    exact: bool = True,
-) -> np.ndarray:
-    """World path (K+1, 3) of (x, y, θ) (m, m, rad, θ unwrapped) from body increments (K, 3).
-
-    ``exact=True`` integrates each increment as a constant-twist arc (the SE(2)
-    exponential); ``exact=False`` is the naive scheme that rotates the straight
-    increment by the heading at the start of the step (wrong on spins and arcs;
-    kept for comparison).
-    """
+def integrate_path(increments: np.ndarray, pose0: Sequence[float] = (0.0, 0.0, 0.0)) -> np.ndarray:
+    """World path (K+1, 3) of (x, y, θ) (m, m, rad, θ unwrapped) from body increments (K, 3),
+    each a constant-twist arc (the SE(2) exponential)."""
     inc = np.asarray(increments, dtype=float)
-    rel = se2_exp(inc) if exact else inc
+    rel = se2_exp(inc)
     # summed step after step from the start pose: a path continued from its last pose
     # gives the numbers of the whole path
     theta = np.cumsum(np.concatenate([[float(pose0[2])], inc[:, 2]]))
@@ -431,28 +398,6 @@ def integrate_path(
     x = np.cumsum(np.concatenate([[float(pose0[0])], wx]))
     y = np.cumsum(np.concatenate([[float(pose0[1])], wy]))
     return np.column_stack([x, y, theta])
-
-
-def geometry_to_tables(
-    geometry: PodGeometry, extra: Sequence[Mapping[str, Any]] | None = None
-) -> list[dict[str, Any]]:
-    """``[[pod]]`` tables for a model file (``extra[i]`` merged into pod i)."""
-    radius = geometry.radius
-    tables = []
-    for i, name in enumerate(geometry.names):
-        t: dict[str, Any] = {
-            "name": name,
-            "distance_per_tick": float(geometry.c[i]),
-            "rolling_angle": float(geometry.phi[i]),
-            "lever_arm": float(geometry.lever[i]),
-        }
-        if radius is not None:
-            t["counts_per_rev"] = float(geometry.counts_per_rev[i])
-            t["wheel_radius"] = float(radius[i])
-        if extra is not None:
-            t.update(extra[i])
-        tables.append(t)
-    return tables
 
 
 SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
@@ -477,12 +422,25 @@ def save_pod_model(
     summary: Mapping[str, Any] | None = None,
     slip_report: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a pod-geometry model file (kind ``pod_geometry``); ``slip_report`` is stored
-    beside the slip law (how it was fitted)."""
+    """Write a pod-geometry model file (kind ``pod_geometry``): a ``[[pod]]`` table per pod
+    (``extra[i]`` merged into pod i); ``slip_report`` is stored beside the slip law (how it
+    was fitted)."""
     body: dict[str, Any] = {}
     if summary:
         body["fit"] = dict(summary)
-    body["pod"] = geometry_to_tables(geometry, extra)
+    g, radius = geometry, geometry.radius
+    body["pod"] = []
+    for i, name in enumerate(g.names):
+        t: dict[str, Any] = {
+            "name": name,
+            "distance_per_tick": float(g.c[i]),
+            "rolling_angle": float(g.phi[i]),
+            "lever_arm": float(g.lever[i]),
+        }
+        if radius is not None and g.counts_per_rev is not None:
+            t["counts_per_rev"] = float(g.counts_per_rev[i])
+            t["wheel_radius"] = float(radius[i])
+        body["pod"].append({**t, **(extra[i] if extra is not None else {})})
     if geometry.slip is not None:
         body["slip"] = {
             "roll_m2_per_m": geometry.slip[0],
@@ -534,15 +492,14 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         row_cov = None if cov is None else np.asarray(cov, dtype=float)
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: [calibration] row_covariance: {exc}") from exc
+    law: tuple[Any, ...] | None = None
+    creep: tuple[Any, ...] | None = None
     try:
-        law = None
         if slip is not None:
-            law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"])
-            law += (slip.get(SLIP_TURN_KEY, 0.0),)
-        creep = None
+            law = (slip["roll_m2_per_m"], slip["drag_m2_per_m"], slip.get(SLIP_TURN_KEY, 0.0))
         if slip is not None and CREEP_KEYS[0] in slip:
-            creep = tuple(slip[k] for k in CREEP_KEYS[:4])
-            creep += tuple(slip[k] for k in CREEP_KEYS[4:] if k in slip)
+            # the first four are required, the estimates optional
+            creep = tuple(slip[k] for i, k in enumerate(CREEP_KEYS) if i < 4 or k in slip)
     except (TypeError, KeyError) as exc:
         raise ModelFileError(f"{path}: [slip] table lacks {exc}") from exc
     try:

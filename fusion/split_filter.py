@@ -1,79 +1,13 @@
 """The split filters: three independent two-state Kalman filters for x, y and heading.
 
-Per axis the state is ``(p, v)``: position (m, or rad for heading) and the mean
-velocity over the last step (m/s, rad/s). Between encoder frames k−1 and k
-(Δt_k seconds apart) the model is
-
-    v_k = v_{k−1} + w_k,    w_k ~ N(0, q·Δt_k)       (velocity random walk)
-    p_k = p_{k−1} + v_k·Δt_k                          (exact for piecewise-constant v)
-
-so ``F = [[1, Δt], [0, 1]]`` and ``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; q is in
-m²/s³ (rad²/s³ for heading).
-
-**The measurement** of one update is one scalar per axis: the *odometry
-position* of that axis, y_k = o_{k−1} + Δo_k, where Δo_k is the axis's
-odometry increment over the step and o the running odometry position anchored
-to the estimate (o_0 = p_0):
-
-    y_k = p_k + e_k,    e_k ~ N(0, r),    H = [1, 0],
-
-with r in m² (rad²). The error of a running sum of encoder increments does not
-grow with every step: the counts are cumulative, so tick quantization stays one
-white rounding error per frame (the sum telescopes), which this model states
-exactly; rolling slip, which does accumulate, is absorbed by q. (Treating each
-increment as a noisy velocity instead would smooth the velocity and lose
-displacement during every acceleration.) For heading, Δo is the pods' Δθ (the
-third component of ``W⁻¹·Δn``). For x and y it is the world-frame displacement
-of the step's constant-twist arc (SE(2) exponential of ``W⁻¹·Δn``) rotated by
-the *heading filter's* estimate at the start of the step, so the heading filter
-runs first and the x and y filters take its output — the only coupling, and a
-one-way one.
-
-Fitted refinements (``AxisNoise``; docs/PODS.md): the prediction takes the odometry's
-observed acceleration as a known input and q grows with its observed squared jerk
-(``q_jerk``; :mod:`~sensorbench.fusion.odometry_motion`); the odometry
-position takes a slip random walk per step (``slip_scale`` and ``drag_scale`` × the
-wheels' rolling and dragging slip of the step); and the tick rounding r follows the
-heading (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`), white
-from frame to frame. The innovations are Gaussian; each update's NIS is also given with
-the frames at rest left out (``AxisTrack.nis_chi2``; nan there, they test nothing).
-
-Each update is a 2×2 covariance propagation and a scalar division (no matrix
-inverse). An innovation whose NIS ``ν²/S`` exceeds the gate (default 6.63, the
-99 % point of χ²₁) is rejected, counted and never applied: the state stays at
-its prediction. The odometry position keeps the step's increment when the
-prediction's own step explains it (its error is white, or the prediction lags the
-motion: nothing is lost), else it follows the prediction plus the innovation
-clipped to the gate (so a bouncing wheel's lost ticks do not poison the later
-measurements). After ``max_rejects`` consecutive rejections, or ``max_carried``
-whose steps were all kept, the model is taken to be wrong instead (a real change
-it did not expect): the streak's odometry is restored, the next increment applied
-and the velocity variance reset, counted as a reset. When no
-frame arrives for longer than ``stale_s`` the filter is coasting:
-:func:`predict_axis` extrapolates a state to any time with the variance
-growing as the model says, and frames that end such a gap are flagged.
-
-The (p, v) filter lives in the *odometry frame*, which starts exactly at the
-initial pose; per axis a scalar offset b (world minus odometry frame) carries
-the start uncertainty and a random walk of ``drift_q`` unit²/s (the odometry's
-slip and scale drift). The reported position is p + b with variance
-Var p + Var b, so with wheels alone the variance grows with time, as it should.
-
-Optional absolute pose aiding (a pose sensor): a measurement ``z = p + b + e``
-at the first encoder frame at or after its time stamp (shifted by the odometry
-motion in between) updates b alone (a scalar update, gated like the others).
-Its error e follows the pose-error model (offset per relocalization +
-Gauss-Markov with σ, τ + white σ_v); R is inflated by the model:
-
-    R = σ_v² + σ²·(1 + φ)/(1 − φ) + m·σ_b²,    φ = exp(−Δt_aid/τ),
-
-where (1 + φ)/(1 − φ) is the ratio of the long-run to the marginal variance of
-a first-order Gauss-Markov process sampled every Δt_aid (the correlated samples
-then carry no more information than the process holds), and m counts the
-updates since the last relocalization (so all updates sharing one offset
-together carry at most the information 1/σ_b² about it). A relocalization resets
-m to 1. A paused or stale sensor simply provides no updates and the filter
-coasts on odometry, Var b growing.
+Per axis the state is (p, v), position (m, or rad) and velocity (m/s, rad/s), with a
+velocity random walk q (m²/s³, rad²/s³), ``F = [[1, Δt], [0, 1]]``,
+``Q = q·Δt·[[Δt², Δt], [Δt, 1]]``; one scalar update per frame by the axis's odometry
+position (H = [1, 0], noise r), gated; the heading filter runs first and x, y take its
+estimate. The (p, v) filter lives in the odometry frame; a scalar offset b per axis
+(world minus odometry frame) carries the start's uncertainty, the slip's random walk and
+the absolute aiding. The model, gate, aiding and fitted refinements: docs/PODS.md
+§ "Split filters".
 """
 
 from __future__ import annotations
@@ -157,6 +91,7 @@ def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(pods.rounding_covariance(), dtype=float), np.array(
         [floor["x"], floor["y"]]
     )
+
 
 _NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
 _ORDER = ("theta", "x", "y")
@@ -257,9 +192,8 @@ class FilterState:
             samples to their frames); None when the filters take no aiding.
         pose_error: the odometry pose error's covariance under the slip model (x and y
             drift with the heading error), None without a slip model.
-        calibration: (3, 3N) sensitivities of the pose to the pod rows' errors along the
-            estimated heading, and along a zero heading (the heading's own), None
-            without a row covariance.
+        calibration: (3, P) sensitivities to the calibration's parameters along the
+            estimated heading and along a zero heading, None without a row covariance.
         calibration_var: (3,) the calibration variances at the last frame: x, y along
             the estimated heading, θ.
         aid: the pose samples waiting for their frame.
@@ -293,12 +227,9 @@ class FilterState:
 
 
 class SplitFilter:
-    """Three independent (position, velocity) filters for x, y and heading.
-
-    Run a session with :meth:`run`, or frame chunk by frame chunk with :meth:`start` and
-    :meth:`step` (``run`` is one step over everything): every number of a step depends
-    on the earlier frames only through the :class:`FilterState`, so any split of a
-    session into chunks gives the numbers of one run, to the last bit.
+    """Three independent (position, velocity) filters for x, y and heading: :meth:`run`
+    a session, or :meth:`start` and :meth:`step` chunk by chunk (any split gives the
+    numbers of one run, to the last bit).
 
     Args:
         noise: per-axis q and r (:class:`FilterNoise`).
@@ -339,18 +270,10 @@ class SplitFilter:
         aiding: Aiding | None = None,
         pods: PodGeometry | None = None,
     ) -> SplitResult:
-        """Replay K frames of body increments through the three filters: :meth:`start`
-        at the first frame, then one :meth:`step` over the rest.
-
-        Args:
-            t_s: frame times (K+1,) in s (increments are between consecutive frames).
-            body_increments: (K, 3) body twist increments (m, m, rad), e.g. ``W⁻¹·Δn``;
-                rows with nan are treated as missing (predict only).
-            pose0: initial x, y (m), heading (rad); var0 their variances.
-            aiding: absolute pose samples (needs ``aid_model``); the pose sensor's period
-                in the variance model is the median gap of its usable samples within the
-                frames (:func:`~sensorbench.fusion.aid_queue.aid_interval`).
-            pods: the geometry the increments were computed with (:meth:`start`).
+        """Replay the frames at ``t_s`` (K+1,) s with the body increments (K, 3) between them
+        (as :class:`FrameChunk`'s) through the three filters: :meth:`start` at the first frame
+        (``pose0``, ``var0``, ``pods`` as there), then one :meth:`step` over the rest (Δt_aid
+        from :func:`~sensorbench.fusion.aid_queue.aid_interval` of ``aiding``).
 
         Raises:
             FusionError: non-increasing times, shape mismatch, aiding without model.
@@ -372,19 +295,12 @@ class SplitFilter:
         heading rad) with variances ``var0``.
 
         Args:
-            t0_s: time of the first frame (s).
-            pose0, var0: the start and its variances.
-            pods: the geometry the increments are computed with. Its fitted uncertainty
-                (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`) adds to the
-                odometry frame's offset variance; its wheels' slip law
-                (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) replaces
-                ``noise.drift`` as the per-step slip and the offset's random walk; its tick
-                rounding sets how r varies with the heading
-                (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`).
-            aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance
-                (needed to aid: replay takes the median gap of the session's samples,
-                :func:`~sensorbench.fusion.aid_queue.aid_interval`; live, the sensor's
-                nominal period).
+            pods: the geometry the increments are computed with: its calibration error
+                adds to the offset's variance, its slip law replaces ``noise.drift`` and its
+                rounding profile scales r.
+            aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance,
+                needed to aid (replay: :func:`~sensorbench.fusion.aid_queue.aid_interval`;
+                live: the sensor's nominal period).
         """
         calibration = None if pods is None else pods.calibration_error()
         pod_slip = None if pods is None else pods.slip_model()
@@ -433,14 +349,12 @@ class SplitFilter:
         aid, queue = self._aid(state, chunk.aiding, t, odo)
         fixes = tuple(_NO_FIXES if f is None else _fixes(f) for f in map(aid.get, _ORDER))
         drift, pose_error = model.drift, state.pose_error
+        kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
         if isinstance(drift, PodSlip):
-            kind, given, law = 2, (_NO_STEPS, _NO_STEPS), drift.kernel_arrays
+            kind, law = 2, drift.kernel_arrays
         elif drift is not None:
             parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
-            given = (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
-            kind, law = 1, _NO_LAW
-        else:
-            kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
+            kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
         carry = _NO_CARRY if pose_error is None else pose_error.carry
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
@@ -451,7 +365,7 @@ class SplitFilter:
             out = _split_chunk(
                 t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
                 (self._consts, tuple(a.carry for a in axes)),
-                tuple(a.history.steps for a in axes), fixes,
+                tuple(a.history for a in axes), fixes,
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc

@@ -70,7 +70,6 @@ def dead_reckon(inc: np.ndarray, pose0: np.ndarray) -> np.ndarray:
     return out
 
 
-
 @numba.njit(cache=True)
 def _xy_inputs(
     inc: np.ndarray, heading: np.ndarray, roll: np.ndarray, drag: np.ndarray, rounding: np.ndarray
@@ -122,10 +121,10 @@ def _split_chunk(
     the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
     W⁺; the pose error carry (xx, yy, θθ, xθ, yθ)); ``cal`` = the calibration's
     sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
-    (3,), W, W⁺, creep references and estimates (the increments are corrected by
-    them, :func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter
-    covariance; ``rounding`` = the rounding
-    covariance (3, 3, or (0, 3): none) and its x and y floors (2,); per axis (θ, x, y) the
+    (3,), W, W⁺, creep references and estimates
+    (:func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter covariance;
+    ``rounding`` = the rounding covariance (3, 3, or (0, 3): none) and its x and y floors
+    (2,); per axis (θ, x, y) the
     kernel constants (11,) and carry (14,) (``axes``), the motion history and the
     fixes (index, z, r).
 

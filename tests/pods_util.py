@@ -1,4 +1,5 @@
-"""Helpers for the pod tests: synthetic MCU samples, a pyserial drain, a pod geometry."""
+"""Helpers for the pod tests: synthetic MCU samples, a pyserial drain, a pod geometry, the
+slip models' pose error variance along a path."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ import types
 import numpy as np
 import serial
 
+from sensorbench.fusion.odometry_drift import (
+    CalibrationError,
+    PoseErrorCarry,
+    SlipModel,
+    _carry_pose_error,
+)
 from sensorbench.fusion.pod_kinematics import PodGeometry
 
 
@@ -73,3 +80,60 @@ def slip_geometry() -> PodGeometry:
     return PodGeometry.from_mounts(
         x=[0.02, 0.02, -0.15], y=[0.18, -0.17, 0.01], phi=[0.0, 0.0, math.pi / 2], c=[6e-5] * 3
     )
+
+
+def propagate_drift(
+    body_increments: np.ndarray,
+    heading: np.ndarray,
+    drift: SlipModel,
+    var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> np.ndarray:
+    """Variance (K+1, 3) of the odometry pose error in the world (x, y m²; θ rad²) under
+    the slip model ``drift``: its step covariances through the dead-reckoning shear
+    (the package's kernel from ``var0``).
+
+    Args:
+        body_increments: (K, 3) body increments (m, m, rad); nan rows add nothing.
+        heading: (K+1,) heading at each frame (rad) that rotates the increments.
+        drift: the slip model (its per-step body covariances, cross terms included).
+        var0: initial variances (x, y, θ), uncorrelated.
+    """
+    inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
+    q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
+    carry = PoseErrorCarry.start(var0).carry
+    var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
+    return np.vstack([np.asarray(var0, dtype=float), var])
+
+
+def calibration_step(
+    cal: CalibrationError,
+    sensitivities: np.ndarray,
+    body_increments: np.ndarray,
+    heading: np.ndarray,
+    dt: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Carry the sensitivities (3, P) of x, y, θ to ``cal``'s parameters over K steps with
+    the package's kernel: those after the last step and the variance (K, 3) of the world
+    pose error after each (x, y m²; θ rad²).
+
+    Args:
+        body_increments: (K, 3) odometry body increments (m, m, rad); nan rows add nothing.
+        heading: (K+1,) heading at each frame (rad), from that frame on.
+        dt: (K,) step durations (s) for the creep terms (None: 1 s).
+    """
+    at = np.array(sensitivities, dtype=float)
+    var = np.empty((np.shape(body_increments)[0], 3))
+    cal._carry(at, (body_increments, heading, dt), np.empty(0, np.int64), var, None)
+    return at, var
+
+
+def calibration_variance(
+    cal: CalibrationError,
+    body_increments: np.ndarray,
+    heading: np.ndarray,
+    dt: np.ndarray | None = None,
+) -> np.ndarray:
+    """Variance (K+1, 3) of the world pose error the calibration's uncertainty causes along
+    a path, 0 at the start (:func:`calibration_step` from ``cal.start()``)."""
+    first = calibration_step(cal, cal.start(), body_increments, heading, dt)[1]
+    return np.vstack([np.zeros((1, 3)), first])

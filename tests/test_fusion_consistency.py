@@ -8,9 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from pods_util import propagate_drift
 
 from sensorbench.benchmarks.joint_filter import RejectStreak, clip_to_gate
 from sensorbench.characterize.pods.drift_fit import fit_drift
+from sensorbench.fusion.axis_loop import predict_pv, update_p
 from sensorbench.fusion.consistency import (
     axis_consistency,
     clipped_chi2_moments,
@@ -19,8 +21,7 @@ from sensorbench.fusion.consistency import (
     nis_monitor,
 )
 from sensorbench.fusion.filter_noise import AxisNoise
-from sensorbench.fusion.kalman_kernels import predict_pv, update_p
-from sensorbench.fusion.odometry_drift import OdometryDrift, propagate_drift, world_step_variances
+from sensorbench.fusion.odometry_drift import OdometryDrift, world_step_variances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
 from sensorbench.sim.simulation import Simulation

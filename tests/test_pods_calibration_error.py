@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 from pods_sim_util import DRIVES, simulate
+from pods_util import calibration_step, calibration_variance
 
 from sensorbench.characterize.pods.geometry_fit import fit_pods
 from sensorbench.errors import FusionError, ModelFileError
@@ -54,7 +55,7 @@ def test_propagated_variance_matches_monte_carlo_of_the_rows() -> None:
     u = _path_increments()
     dn = u @ w.T
     truth = integrate_path(u)
-    pred = CalibrationError(w, sigma).variance(u, truth[:, 2])
+    pred = calibration_variance(CalibrationError(w, sigma), u, truth[:, 2])
     draws = rng.multivariate_normal(np.zeros(9), sigma, size=DRAWS)
     errs = np.empty((DRAWS, u.shape[0] + 1, 3))
     for j, d in enumerate(draws):
@@ -75,7 +76,7 @@ def test_a_scale_error_grows_along_a_leg_and_cancels_on_the_way_back() -> None:
     u[:200, 0] = 0.002  # 0.4 m forward
     u[200:, 0] = -0.002  # and back
     sigma = np.diag(np.tile([1e2, 1e2, 1e-1], 3))
-    var = CalibrationError(geo.W, sigma).variance(u, np.zeros(401))
+    var = calibration_variance(CalibrationError(geo.W, sigma), u, np.zeros(401))
     # a scale error grows with the signed distance, so it is gone on the way back
     assert var[200, 0] > 0
     assert var[400, 0] == pytest.approx(0.0, abs=1e-12 * var[200, 0])
@@ -138,10 +139,10 @@ def test_the_variance_in_steps_equals_the_variance_in_one() -> None:
     inc = rng.normal(size=(1000, 3)) * 1e-3
     inc[5] = np.nan
     heading = np.cumsum(rng.normal(size=1001)) * 0.1
-    whole = cal.variance(inc, heading)
+    whole = calibration_variance(cal, inc, heading)
     at, parts = cal.start(), [np.zeros((1, 3))]
     for lo in range(0, 1000, 7):
-        at, var = cal.step(at, inc[lo : lo + 7], heading[lo : lo + 8])
+        at, var = calibration_step(cal, at, inc[lo : lo + 7], heading[lo : lo + 8])
         parts.append(var)
     np.testing.assert_array_equal(np.vstack(parts), whole)
     assert whole.shape == (1001, 3) and np.all(whole[0] == 0)
@@ -168,7 +169,7 @@ def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() ->
     creep = (1e-4, 4e-4, 0.2, 0.1)  # var κ_v (s²/m²), var κ_t, v̄ (m/s), ā (m·rad/s²)
     truth = integrate_path(u)
     cal = CalibrationError(w, np.zeros((9, 9)), creep)
-    pred = cal.variance(u, truth[:, 2], np.full(u.shape[0], dt))
+    pred = calibration_variance(cal, u, truth[:, 2], np.full(u.shape[0], dt))
     kv, kt = rng.normal(size=(2, DRAWS)) * np.sqrt(creep[:2])[:, None]
     errs = np.empty((DRAWS, u.shape[0] + 1, 3))
     w_inv = np.linalg.inv(w)
@@ -181,7 +182,7 @@ def test_creep_variance_matches_monte_carlo_and_grows_with_distance_squared() ->
         np.testing.assert_allclose(var[k], pred[k], rtol=tol)
     # a constant scale: twice the same straight leg, four times the variance
     leg = np.tile([[0.002, 0.0, 0.0]], (400, 1))
-    straight = cal.variance(leg, np.zeros(401), np.full(400, dt))
+    straight = calibration_variance(cal, leg, np.zeros(401), np.full(400, dt))
     assert straight[400, 0] == pytest.approx(4 * straight[200, 0], rel=1e-9)
 
 

@@ -201,8 +201,8 @@ def test_noise_fit_recovers_q_and_r_on_model_data() -> None:
     fit = fit_axis("x", series, r_min=1e-12, max_frames=3000)
     # 9000 frames: the ML standard errors are a few % (q) and ~2 % (r), the grid's
     # final step 5 %; ±25 % is several standard errors wide
-    assert fit.q == pytest.approx(Q, rel=0.25)
-    assert fit.r == pytest.approx(R, rel=0.25)
+    assert fit.noise.q == pytest.approx(Q, rel=0.25)
+    assert fit.noise.r == pytest.approx(R, rel=0.25)
     # the NIS is near its band (the gate's clipping of the 1 % rejected innovations biases
     # it by a few %) with rejections near nominal
     assert fit.nis.band[0] - 0.05 <= fit.nis.mean <= fit.nis.band[1] + 0.05, fit.as_dict()

@@ -232,7 +232,7 @@ def test_bounces_are_rejected_not_averaged(imu: bool) -> None:
     # plain least squares on the same data is visibly worse on the scale
     from sensorbench.fusion.pod_drive import drive_intervals
 
-    dn, xi = drive_intervals(drives[0], -0.013, 0.5)
+    dn, xi, _ = drive_intervals(drives[0], -0.013, 0.5)
     ls = np.linalg.lstsq(xi[:, :1], dn[:, 0], rcond=None)[0][0]
     robust = fit.rows[0, 0]
     assert abs(1 / ls - g.c[0]) > abs(1 / robust - g.c[0])

@@ -12,7 +12,7 @@ import pytest
 
 from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_motion import jerk_noise_gains, observed_jerk
-from sensorbench.fusion.tick_rounding import expected_frac_variance
+from sensorbench.fusion.pod_kinematics import expected_frac_variance
 
 
 def test_jerk_noise_gains_bound_the_noise_of_the_observed_jerk() -> None:

@@ -62,7 +62,11 @@ def test_fitted_geometry_and_noise_meet_the_targets_on_squares_and_figure8(case)
 def test_nominal_geometry_two_percent_off_is_measurably_worse(case) -> None:
     path = case["paths"]["figure8"]
     good = errors(path, case["geometry"], case["noise"])
-    bad = errors(path, case["geometry"].scaled(1.02), case["noise"])
+    g = case["geometry"]
+    cov = None if g.row_cov is None else g.row_cov / 1.02**2
+    # every distance per tick 2 % long
+    off = PodGeometry(g.c * 1.02, g.phi, g.lever, g.names, g.counts_per_rev, cov, g.slip)
+    bad = errors(path, off, case["noise"])
     # 2 % of a ~3 m excursion is ~6 cm; the fitted geometry's error is ~1–3 cm
     assert bad["rms_m"] > 3 * good["rms_m"]
     assert bad["rms_m"] - good["rms_m"] > 0.03

@@ -14,10 +14,11 @@ import math
 import numpy as np
 import pods_util
 import pytest
+from pods_util import propagate_drift
 
 from sensorbench.characterize.pods.slip_fit import fit_pod_slip
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import PodSlip, propagate_drift
+from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import integrate_path
 

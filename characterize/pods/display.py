@@ -72,7 +72,7 @@ def noise_table(fit: NoiseFit, doc: dict[str, Any]) -> str:
         flag = "" if n.mean_ok else "  NIS outside"
         flag += "" if n.rejections_ok else "  rejections > 2x nominal"
         out.append(
-            f"{a:<6} {f.q:10.3e} {f.noise.q_jerk:9.2e} {f.r:10.3e} "
+            f"{a:<6} {f.noise.q:10.3e} {f.noise.q_jerk:9.2e} {f.noise.r:10.3e} "
             f"{f.noise.slip_scale:5.2f} {f.noise.drag_share:5.2f} {n.mean:7.3f} "
             f"[{n.band[0]:.3f}, {n.band[1]:.3f}] {n.k:7d} {n.k_eff:7.0f} "
             f"{n.rejection_rate:7.2%} {np.nanmax(np.abs(f.rho)):7.3f} {f.rho_bound:6.3f}{flag}")

@@ -20,14 +20,15 @@ from scipy.optimize import nnls
 
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import OdometryDrift
-from sensorbench.fusion.pod_drive import Drive, align_drive, drive_interval_frames
+from sensorbench.fusion.pod_drive import Drive, align_drive, drive_intervals
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
 from sensorbench.logs.model_keys import AXES
 
 INTERVAL_S = 2.0
 TRIM = 25.0
-"""An interval whose δ² exceeds this many times its fitted expectation is a bounce
-(p < 1e-6 for a Gaussian δ) and is dropped; refitted until no interval changes side."""
+"""An interval (a window of the slip fit) whose δ² exceeds this many times its fitted
+expectation is a bounce (p < 1e-6 for a Gaussian δ) and is dropped; refitted until none
+changes side, at most :data:`MAX_TRIM_PASSES` times (the slip fits' too)."""
 MAX_TRIM_PASSES = 6
 MIN_EXCITATION = (0.5, 0.5, 1.0)
 """Summed |motion| per column (m, m, rad) below which a coefficient is not identified."""
@@ -85,21 +86,15 @@ def _intervals(
     residual time misalignment τ between encoder and reference: it adds
     τ²·(v_start² + v_end²) to δ², which grows with motion without accumulating.
     """
-    deltas, signed, paths, ends = [], [], [], []
+    parts = []
     for d, offset in zip(drives, offsets, strict=True):
-        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
-        if dn.shape[0] == 0:
-            continue
+        dn, xi, bounds = drive_intervals(d, offset, interval_s)
         odo = d.counts.astype(float) @ w_inv.T
-        path = path_lengths(odo, d.t_enc)
-        v = speeds(odo, d.t_enc)
-        deltas.append(dn @ w_inv.T - xi)
-        signed.append(xi)
-        paths.append(path[bounds[:, 1]] - path[bounds[:, 0]])
-        ends.append(v[bounds[:, 0]] ** 2 + v[bounds[:, 1]] ** 2)
-    if not deltas:
+        path, v, (lo, hi) = path_lengths(odo, d.t_enc), speeds(odo, d.t_enc), bounds.T
+        parts.append((dn @ w_inv.T - xi, xi, path[hi] - path[lo], v[lo] ** 2 + v[hi] ** 2))
+    if not parts:
         return tuple(np.empty((0, 3)) for _ in range(4))  # type: ignore[return-value]
-    return np.vstack(deltas), np.vstack(signed), np.vstack(paths), np.vstack(ends)
+    return tuple(np.vstack(c) for c in zip(*parts, strict=True))  # type: ignore[return-value]
 
 
 SMOOTH_S = 0.1
@@ -161,14 +156,9 @@ def fit_drift(
     interval_s: float = INTERVAL_S,
     align_interval_s: float = 0.5,
 ) -> DriftFit:
-    """Fit the slip model from drives against their reference.
-
-    Args:
-        drives: sessions prepared by :func:`~sensorbench.fusion.pod_drive.load_drive`.
-        geometry: the fitted pod geometry.
-        interval_s: interval length (s) of the regression; intervals do not overlap,
-            so their errors are independent and the standard errors hold.
-        align_interval_s: interval of the encoder/reference time alignment (s).
+    """Fit the slip model from drives against their reference over intervals of
+    ``interval_s`` s (not overlapping, so their errors are independent and the standard
+    errors hold), aligned in time over intervals of ``align_interval_s`` s.
 
     Raises:
         FitError: fewer than 10 usable intervals, or nothing moved.

@@ -38,12 +38,9 @@ def huber_irls(
     reject: float = 5.0,
     max_iter: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Robust fit of ``y ≈ X·β``: Huber IRLS, then gross outliers dropped and refitted.
-
-    The scale is the MAD of the residuals. Huber alone still lets every gross
-    outlier pull by k·scale, which biases the fit when outliers are one-sided (a
-    bouncing wheel only ever loses ticks); so rows beyond ``reject``·scale after
-    the Huber fit get weight 0 and the Huber fit is repeated on the rest.
+    """Robust fit of ``y ≈ X·β``: Huber IRLS (scale the residuals' MAD), then rows beyond
+    ``reject``·scale dropped and refitted: Huber alone lets a one-sided outlier (a
+    bouncing wheel only loses ticks) pull by k·scale.
 
     Returns:
         ``(beta, weights, scale)``; weights are ψ(r)/r (1 inside ±k·scale, 0 rejected).
@@ -79,19 +76,12 @@ def joint_sandwich(
     n_sessions: int,
     hac_lags: int | None = None,
 ) -> np.ndarray:
-    """Covariance of all pod rows and the per-session time offsets, jointly.
-
-    Parameters are (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); the model of pod p on
-    interval m is ``x_m·β_p`` with ``∂/∂δ_s = ẋ_m·β_p`` (ẋ = ∂ξ/∂offset), so the
-    offsets' uncertainty feeds into every row. The pods' residuals on one
-    interval share the reference's noise, so scores are summed per interval.
-    Score products with up to ``hac_lags`` neighbours within a session enter with
-    Newey–West's Bartlett weights ``1 − l/(L + 1)`` (docs/PODS.md, Geometry fit; None:
-    ``L = ⌊4·(M/100)^(2/9)⌋``, M the median intervals per session; 0: independent).
-    Sandwich A⁻¹BA⁻¹ with A = Σ ψ'(r) j jᵀ (Huber) and the residuals scaled by
-    1/(1 − h) with h each row's leverage (HC3), which keeps the interval honest
-    when a parameter is informed by few rows.
-    """
+    """Covariance of all pod rows and the per-session time offsets jointly (parameters
+    (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); pod p's model on interval m is ``x_m·β_p`` with
+    ``∂/∂δ_s = ẋ_m·β_p``): the sandwich A⁻¹BA⁻¹, A = Σ ψ'(r) j jᵀ (Huber), scores summed
+    per interval (the pods share its reference noise), residuals scaled by 1/(1 − h)
+    (HC3), neighbours' score products up to ``hac_lags`` at Newey–West's weights
+    (:func:`hac_meat`; docs/PODS.md § "Geometry fit")."""
     m, k = xi.shape
     n_pods = betas.shape[0]
     n_par = n_pods * k + n_sessions
@@ -199,22 +189,22 @@ class PodFit:
         """
         if not self.complete:
             raise FitError("pod geometry incomplete: " + "; ".join(self.refusals()))
+        return self._geometry()
+
+    def _geometry(self) -> PodGeometry:
+        """The fit as a geometry, refused values as placeholders (1 m per tick, 0 rad,
+        0 m) and the joint row covariance only when complete."""
+        law = None if self.slip is None else self.slip.slip
         return PodGeometry(
-            self.c,
-            self.phi,
-            self.lever,
+            np.nan_to_num(self.c, nan=1.0),
+            np.nan_to_num(self.phi),
+            np.nan_to_num(self.lever),
             self.names,
             self.counts_per_rev,
-            self.joint_row_cov,
-            self._slip_law(),
+            self.joint_row_cov if self.complete else None,
+            None if law is None else (law.roll_var, law.drag_var, law.turn_var),
             None if self.slip is None else self.slip.carried_creep(),
         )
-
-    def _slip_law(self) -> tuple[float, ...] | None:
-        if self.slip is None:
-            return None
-        law = self.slip.slip
-        return (law.roll_var, law.drag_var, law.turn_var)
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
         """Write the pod-geometry model file, with the per-pod uncertainty and status.
@@ -222,16 +212,6 @@ class PodFit:
         Refused values are written as placeholders (1 m per tick, 0 rad, 0 m) next to
         the status saying why; loading such a file for odometry refuses those pods.
         """
-        geometry = PodGeometry(
-            np.nan_to_num(self.c, nan=1.0),
-            np.nan_to_num(self.phi),
-            np.nan_to_num(self.lever),
-            self.names,
-            self.counts_per_rev,
-            self.joint_row_cov if self.complete else None,
-            self._slip_law(),
-            None if self.slip is None else self.slip.carried_creep(),
-        )
         summary = {
             "complete": self.complete,
             "time_offsets_s": self.time_offsets_s,
@@ -239,43 +219,38 @@ class PodFit:
             "not_observable": "each pod's position along its own rolling axis",
         }
         slip_report = None if self.slip is None else self.slip.as_dict()
-        return save_pod_model(path, geometry, prov, self.pod_tables(), summary, slip_report)
+        return save_pod_model(path, self._geometry(), prov, self.pod_tables(), summary, slip_report)
 
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
-        out = []
-        for i in range(len(self.names)):
-            t: dict[str, Any] = {
+        sr = self.sigma_radius
+        return [
+            {
                 "sigma_distance_per_tick": float(self.sigma_c[i]),
                 "sigma_rolling_angle": float(self.sigma_phi[i]),
                 "sigma_lever_arm": float(self.sigma_lever[i]),
                 "outlier_intervals": int(self.outliers[i]),
                 "residual_sigma_ticks": float(self.residual_sigma[i]),
                 "status": dict(self.status[i]),
+                **({} if sr is None else {"sigma_wheel_radius": float(sr[i])}),
             }
-            if self.counts_per_rev is not None:
-                t["sigma_wheel_radius"] = float(self.sigma_radius[i])
-            out.append(t)
-        return out
+            for i in range(len(self.names))
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
-        radius = self.radius
-        pods = []
-        for i, name in enumerate(self.names):
-            pods.append(
-                {
-                    "name": name,
-                    "distance_per_tick_m": _f(self.c[i]),
-                    "rolling_angle_rad": _f(self.phi[i]),
-                    "lever_arm_m": _f(self.lever[i]),
-                    "wheel_radius_m": None if radius is None else _f(radius[i]),
-                    **{
-                        k: (_f(v) if isinstance(v, float) else v)
-                        for k, v in self.pod_tables()[i].items()
-                    },
-                }
-            )
+        radius, tables = self.radius, self.pod_tables()
+        pods = [
+            {
+                "name": name,
+                "distance_per_tick_m": _f(self.c[i]),
+                "rolling_angle_rad": _f(self.phi[i]),
+                "lever_arm_m": _f(self.lever[i]),
+                "wheel_radius_m": None if radius is None else _f(radius[i]),
+                **{k: (_f(v) if isinstance(v, float) else v) for k, v in tables[i].items()},
+            }
+            for i, name in enumerate(self.names)
+        ]
         return {
             "pods": pods,
             "complete": self.complete,
@@ -315,11 +290,7 @@ def _noise_sigma(
     of an interval increment from the reference's own samples
     (:func:`reference_interval_sigma`), caps it.
     """
-    d2 = []
-    for s in np.unique(session):
-        x = xi[session == s]
-        if x.shape[0] >= 3:
-            d2.append(np.diff(x, n=1, axis=0))
+    d2 = [np.diff(x, axis=0) for s in np.unique(session) if (x := xi[session == s]).shape[0] >= 3]
     if not d2:
         return np.full(3, 1e-4)
     d = np.vstack(d2)
@@ -373,17 +344,12 @@ def _fit_core(
     hac_lags: int | None,
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
-    dns, xis, rates, sess = [], [], [], []
-    for i, (d, off) in enumerate(zip(drives, offsets, strict=True)):
-        dn, xi, rate = intervals_with_rate(d, off, interval_s, heading)
-        dns.append(dn)
-        xis.append(xi)
-        rates.append(rate)
-        sess.append(np.full(dn.shape[0], i))
-    dn = np.vstack(dns)
-    xi = np.vstack(xis)
-    rate = np.vstack(rates)
-    session = np.concatenate(sess)
+    parts = [
+        intervals_with_rate(d, off, interval_s, heading)
+        for d, off in zip(drives, offsets, strict=True)
+    ]
+    dn, xi, rate = (np.vstack([p[j] for p in parts]) for j in range(3))
+    session = np.concatenate([np.full(p[0].shape[0], i) for i, p in enumerate(parts)])
     if dn.shape[0] < 10:
         raise FitError(
             f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
@@ -579,18 +545,14 @@ def _derive(
             # is comparable to the strongest pod's, otherwise along the other one
             j = 0 if excited[0] else 1
             main = j if abs(rows[i, j]) >= 0.5 * np.nanmax(np.abs(rows[:, j])) else 1 - j
-        st: dict[str, str] = {}
-        st["distance_per_tick"] = (
-            "ok" if excited[main] else f"not identifiable: {why[AXES[main]]}"
-        )
+        dist = "ok" if excited[main] else f"not identifiable: {why[AXES[main]]}"
         missing = [AXES[j] for j in (0, 1) if not excited[j]]
-        st["rolling_angle"] = "ok" if not missing else f"not identifiable: {why[missing[0]]}"
-        if not excited[2]:
-            st["lever_arm"] = f"not identifiable: {why['theta']}"
-        elif not excited[main]:
-            st["lever_arm"] = st["distance_per_tick"]
-        else:
-            st["lever_arm"] = "ok"
+        st = {
+            "distance_per_tick": dist,
+            "rolling_angle": "ok" if not missing else f"not identifiable: {why[missing[0]]}",
+            # the lever arm needs the spin and the pod's own rolling direction
+            "lever_arm": dist if excited[2] else f"not identifiable: {why['theta']}",
+        }
         status.append(st)
         h2 = a * a + b * b
         c = 1.0 / np.sqrt(h2)
@@ -603,12 +565,4 @@ def _derive(
             out["phi"][i], out["sphi"][i] = np.arctan2(b, a), np.sqrt(jphi @ C @ jphi)
         if st["lever_arm"] == "ok":
             out["lev"][i], out["slev"][i] = d * c, np.sqrt(jl @ C @ jl)
-    return (
-        out["c"],
-        out["sc"],
-        out["phi"],
-        out["sphi"],
-        out["lev"],
-        out["slev"],
-        status,
-    )
+    return (*out.values(), status)

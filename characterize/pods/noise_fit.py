@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from sensorbench.fusion.consistency import (
     nis_consistency,
     whiteness,
 )
-from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise, MotionReach
+from sensorbench.fusion.filter_noise import NOISE_MODEL_UNITS, AxisNoise, FilterNoise, MotionReach
 from sensorbench.fusion.frame_clock import stamp_variance
 from sensorbench.fusion.odometry_drift import SlipModel, world_step_variances
 from sensorbench.fusion.odometry_replay import read_odometry, replay_session
@@ -51,22 +51,20 @@ def axis_measurements(
     (:meth:`~sensorbench.fusion.pod_kinematics.PodGeometry.rounding_profile`)."""
     path = integrate_path(increments)
     rel = se2_exp(increments)
-    c, s = np.cos(path[:-1, 2]), np.sin(path[:-1, 2])
-    slip: dict[str, Any] = dict.fromkeys(AXES)
-    drag: dict[str, Any] = dict.fromkeys(AXES)
+    heading = path[:-1, 2]
+    c, s = np.cos(heading), np.sin(heading)
+    none: dict[str, Any] = dict.fromkeys(AXES)
+    slip = drag = none
     z = {
         "x": c * rel[:, 0] - s * rel[:, 1],
         "y": s * rel[:, 0] + c * rel[:, 1],
         "theta": increments[:, 2],
     }
     if drift is not None:
-        roll_cov, drag_cov = drift.step_covariance_parts(increments, dt)
-        slip = world_step_variances(roll_cov, path[:-1, 2])
-        drag = world_step_variances(drag_cov, path[:-1, 2])
+        parts = drift.step_covariance_parts(increments, dt)
+        slip, drag = (world_step_variances(cov, heading) for cov in parts)
     rest = np.all(increments == 0, axis=1)
-    profile: dict[str, Any] = dict.fromkeys(AXES)
-    if pods is not None:
-        profile = pods.rounding_profile(path[:-1, 2])
+    profile = none if pods is None else pods.rounding_profile(heading)
     return {a: AxisInput(dt, z[a], slip[a], drag[a], rest, profile[a]) for a in AXES}
 
 
@@ -86,16 +84,6 @@ class AxisNoiseFit:
     rho_bound: float
 
     @property
-    def q(self) -> float:
-        """Velocity random walk at rest (unit²/s³)."""
-        return self.noise.q
-
-    @property
-    def r(self) -> float:
-        """Odometry-position variance (unit²)."""
-        return self.noise.r
-
-    @property
     def nis_ok(self) -> bool:
         """Mean calibrated NIS inside its band and rejections ≤ 2× the gate's nominal rate."""
         return self.nis.consistent
@@ -108,13 +96,7 @@ class AxisNoiseFit:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (``nis_mean``/``nis_bounds_95``: the calibrated NIS)."""
         return {
-            "q": self.q,
-            "r": self.r,
-            "q_jerk": self.noise.q_jerk,
-            "slip_scale": self.noise.slip_scale,
-            "drag_scale": self.noise.drag_scale,
-            "nis_se": self.noise.nis_se,
-            "stamp_var": self.noise.stamp_var,
+            **asdict(self.noise),
             "neg_log_likelihood": self.nll,
             "nis_mean": self.nis.mean,
             "nis_bounds_95": list(self.nis.band),
@@ -242,15 +224,9 @@ def _gated_scale(data: Sequence[AxisInput], noise: AxisNoise, gate: float) -> Ax
     target = clipped_chi2_moments(gate)[0]
 
     def scaled(lam: float) -> AxisNoise:
-        return replace(
-            noise,
-            q=noise.q * lam,
-            r=noise.r * lam,
-            q_jerk=noise.q_jerk * lam,
-            slip_scale=noise.slip_scale * lam,
-            drag_scale=None if noise.drag_scale is None else noise.drag_scale * lam,
-            stamp_var=noise.stamp_var * lam,
-        )
+        drag = None if noise.drag_scale is None else noise.drag_scale * lam
+        every = ("q", "r", "q_jerk", "slip_scale", "stamp_var")
+        return replace(noise, drag_scale=drag, **{k: getattr(noise, k) * lam for k in every})
 
     def excess(log_lam: float) -> float:
         means = [_clipped_mean(d, scaled(math.exp(log_lam)), gate) for d in data]
@@ -318,7 +294,7 @@ class NoiseFit:
             "axes": {a: f.as_dict() for a, f in self.axes.items()},
             "sessions": self.labels,
             "gate": self.gate,
-            "units": {"q_xy": "m^2/s^3", "q_theta": "rad^2/s^3", "r_xy": "m^2", "r_theta": "rad^2"},
+            "units": dict(NOISE_MODEL_UNITS),
             "drift": None if self.drift is None else self.drift.as_dict(),
             "drift_note": self.drift_note,
             "reach": None if self.reach is None else self.reach.values,

@@ -1,14 +1,10 @@
 """The split filters' likelihood for many noise parameter sets at once, and its search.
 
-:func:`batch_nll` runs one axis filter (:func:`~sensorbench.fusion.axis_step.run_axis`'s
-compiled loop: the observed acceleration fed forward, q grown with the observed jerk,
-the slip random walk, the frame times' error, the gate and streak recovery) once per
-parameter set, and scores each innovation under a Gaussian law with S = Var p + r.
-Innovations beyond a fixed bound per frame may be *censored*: only that they exceeded it
-counts (log P(|ν| > c)), so a wheel's bounce or a rounding jump bounds its pull on the
-fit instead of inflating every variance to cover it.
-:func:`zoom_search` maximises the likelihood over (ln q, ln q_jerk, ln slip_scale,
-ln drag_scale, ln(r − r_min)) by zooming grids.
+:func:`batch_nll` runs one axis filter's compiled loop once per parameter set and scores
+each innovation under a Gaussian law with S = Var p + r, innovations beyond a bound
+*censored* (only that they exceeded it counts, log P(|ν| > c)); :func:`zoom_search`
+maximises it over (ln q, ln q_jerk, ln slip_scale, ln drag_scale, ln(r − r_min)) by
+zooming grids. Why: docs/PODS.md § "Noise fit".
 """
 
 from __future__ import annotations
@@ -77,14 +73,8 @@ def batch_nll(
     stamp = stamp_var * observed_speed_sq(series.dt, series.z) if stamp_var > 0 else zeros
     # the jerk's noise per unit of r, of slip_scale and of drag_scale (it is linear in
     # each), and the stamps' whole
-    gains = np.vstack(
-        [
-            jerk_noise_gains(series.dt, prof, zeros),
-            jerk_noise_gains(series.dt, zeros, slip),
-            jerk_noise_gains(series.dt, zeros, drag),
-            jerk_noise_gains(series.dt, stamp, zeros),
-        ]
-    )
+    per = ((prof, zeros), (zeros, slip), (zeros, drag), (stamp, zeros))
+    gains = np.vstack([jerk_noise_gains(series.dt, *rounding_slip) for rounding_slip in per])
     data = NllSeries(
         dt=np.ascontiguousarray(series.dt, dtype=float),
         z=np.ascontiguousarray(series.z, dtype=float),
@@ -151,12 +141,10 @@ def zoom_search(
             )
         return out
 
-    if start is None:
-        st = Search((lo + hi) / 2, (hi - lo) / 2, math.inf)
-        shape = [5 if f else 1 for f in free]
-    else:
+    st = Search((lo + hi) / 2, (hi - lo) / 2, math.inf)
+    if start is not None:
         st = Search(start.centre.copy(), start.half.copy(), math.inf)
-        shape = [3 if f else 1 for f in free]
+    shape = [(5 if start is None else 3) if f else 1 for f in free]
     for _ in range(rounds):
         axes = [
             np.linspace(st.centre[i] - st.half[i], st.centre[i] + st.half[i], n)

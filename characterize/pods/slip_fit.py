@@ -5,9 +5,9 @@ Over quarter-second windows ``U = Σ (g·Δn − Δθ_imu) − b·T`` (g the hea
 gyro bias b a running median over ±:data:`BIAS_WINDOWS` windows) has
 ``E[U²] = σ_roll²·Σ g_i²·D_i/c_i² + σ_drag²·Σ g_i²·P_i/c_i² + Σ g_i²·v_i + c`` with D, P
 the rolled and dragged distances (m), v_i the known end rounding
-(:func:`~sensorbench.fusion.tick_rounding.expected_frac_variance`) and c the gyro's white
-noise; fitted by gamma-weighted NNLS, bounce windows and those beyond :data:`TRIM` times
-their fit dropped. Every pod gets the same law (stated). Figures: docs/PODS.md, Wheel slip.
+(:func:`~sensorbench.fusion.pod_kinematics.expected_frac_variance`) and c the gyro's white
+noise; fitted by gamma-weighted NNLS, bounce windows and those beyond :data:`~.drift_fit.TRIM`
+times their fit dropped. Every pod gets the same law (stated). Figures: docs/PODS.md, Wheel slip.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import Any
 import numpy as np
 from scipy.ndimage import median_filter
 
-from sensorbench.characterize.pods.drift_fit import gamma_nnls, near_bounces
+from sensorbench.characterize.pods.drift_fit import MAX_TRIM_PASSES, TRIM, gamma_nnls, near_bounces
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
 from sensorbench.fusion.pod_drive import Drive
-from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry
-from sensorbench.fusion.tick_rounding import expected_frac_variance
+from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, expected_frac_variance
 
 WINDOW_S = 0.25
 """Window (s): long enough that slip outweighs the two ends' rounding, short enough that
@@ -35,10 +34,6 @@ BIAS_WINDOWS = 40
 shorter than 81 windows: as many as it has)."""
 MIN_WINDOWS = 20
 """Windows a drive needs (5 s at the default window)."""
-TRIM = 25.0
-"""A window whose U² exceeds this many times its fitted expectation is a fault (p < 1e-6
-for a Gaussian U) and is dropped; refitted until none changes side."""
-MAX_TRIM_PASSES = 6
 MIN_DRAG_M = 1.0
 """Dragged distance (m, summed over the pods the check sees) below which the drag term is
 not identified (no sideways motion): it then takes the rolling term's value."""
@@ -92,14 +87,8 @@ class SlipFit:
         if self.creep is None:
             return None
         c = self.creep
-        return (
-            c["speed_se_s_per_m"] ** 2,
-            c["turn_se_s2_per_m_rad"] ** 2,
-            c["speed_ref_m_per_s"],
-            c["turn_ref_m_rad_per_s2"],
-            c["speed_s_per_m"],
-            c["turn_s2_per_m_rad"],
-        )
+        rest = ("speed_ref_m_per_s", "turn_ref_m_rad_per_s2", "speed_s_per_m", "turn_s2_per_m_rad")
+        return (c["speed_se_s_per_m"] ** 2, c["turn_se_s2_per_m_rad"] ** 2, *(c[k] for k in rest))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
@@ -162,26 +151,11 @@ def _windows(
     return u[keep], per_window(rolled)[keep], per_window(dragged)[keep], per_window(smooth)[keep]
 
 
-def _end_rounding(
-    travel: np.ndarray, rolled: np.ndarray, dragged: np.ndarray, law: np.ndarray, c: np.ndarray
-) -> np.ndarray:
-    """E[f(1 − f)] (tick², (n, N)) of each pod's travel over each window: the variance of
-    the difference of the two ends' rounding, blurred by the slip the current law
-    (σ_roll², σ_drag² in m²/m) gives the travel."""
-    s2 = (law[0] * rolled + law[1] * dragged) / c**2
-    return expected_frac_variance(travel, s2)
-
-
 def fit_pod_slip(
     drives: Sequence[Drive], geometry: PodGeometry, window_s: float = WINDOW_S
 ) -> SlipFit:
-    """Fit the slip law from drives that carry IMU yaw with their encoder frames.
-
-    Args:
-        drives: sessions from :func:`~sensorbench.fusion.pod_drive.load_drive` (the
-            reference path is not used).
-        geometry: the fitted pod geometry.
-        window_s: window length (s).
+    """Fit the slip law from drives that carry IMU yaw with their encoder frames (their
+    reference path is not used) over windows of ``window_s`` s.
 
     Raises:
         FitError: a drive without IMU yaw, too short, or nothing rolled.
@@ -206,7 +180,9 @@ def fit_pod_slip(
     beta, se = np.zeros(design.shape[1]), np.full(design.shape[1], np.nan)
     law = np.zeros(2)
     for n_pass in range(MAX_TRIM_PASSES):
-        ends = _end_rounding(travel, rolled, dragged, law, c) @ g**2
+        # the two ends' rounding of each pod's travel, blurred by the slip the law gives it
+        blur = (law[0] * rolled + law[1] * dragged) / c**2
+        ends = expected_frac_variance(travel, blur) @ g**2
         beta, se = gamma_nnls(design[keep], y[keep], ends[keep])
         law = np.array([beta[0], beta[1] if drag_ok else beta[0]])
         now = y <= TRIM * np.maximum(design @ beta + ends, 1e-300)

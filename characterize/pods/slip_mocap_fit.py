@@ -18,18 +18,16 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import chi2
 
-from sensorbench.characterize.pods.drift_fit import speeds
+from sensorbench.characterize.pods.drift_fit import MAX_TRIM_PASSES, speeds
 from sensorbench.characterize.pods.slip_fit import MIN_DRAG_M, SlipFit
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
-from sensorbench.fusion.pod_drive import Drive, drive_interval_frames
-from sensorbench.fusion.pod_kinematics import PodGeometry
-from sensorbench.fusion.tick_rounding import expected_frac_variance
+from sensorbench.fusion.pod_drive import Drive, drive_intervals
+from sensorbench.fusion.pod_kinematics import PodGeometry, expected_frac_variance
 
 TRIM_P = 1e-6
 """Tail probability of δ's χ²₃ (its Mahalanobis norm under the fit) beyond which an
 interval is a fault and dropped."""
-MAX_TRIM_PASSES = 6
 MIN_INTERVALS = 30
 
 
@@ -46,7 +44,7 @@ def _intervals(
     w_inv = np.linalg.pinv(w)
     parts: list[tuple[np.ndarray, ...]] = []
     for k, (d, offset) in enumerate(zip(drives, offsets, strict=True)):
-        dn, xi, bounds = drive_interval_frames(d, offset, interval_s)
+        dn, xi, bounds = drive_intervals(d, offset, interval_s)
         if dn.shape[0] == 0:
             continue
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
@@ -77,13 +75,9 @@ def fit_pod_slip_mocap(
     offsets: Sequence[float],
     interval_s: float = 0.5,
 ) -> SlipFit:
-    """Fit the slip law from drives against their reference (module docstring).
-
-    Args:
-        drives: sessions from :func:`~sensorbench.fusion.pod_drive.load_drive`.
-        geometry: the fitted pod geometry.
-        offsets: each drive's encoder-to-reference time offset (s), as the pod fit found.
-        interval_s: interval length (s).
+    """Fit the slip law from drives against their reference (module docstring) over
+    intervals of ``interval_s`` s, the drives' encoder-to-reference time ``offsets`` (s)
+    those the pod fit found.
 
     Raises:
         FitError: fewer than :data:`MIN_INTERVALS` usable intervals, or nothing rolled.
