@@ -154,14 +154,14 @@ def _behind_from(src: Path, dst: Path, lag_s: float, share: float) -> Path:
 
 
 def test_host_scheduling_wander_does_not_scale_the_encoder_time(sim_drives, tmp_path) -> None:
-    # Under a CPU hog the 10x demo's pod reader stored its frames up to 10 ms later
-    # from a third of a drive on (docs/PODS.md, Time base): over the drive's 2.2 host s
-    # a least-squares line through those host times runs 0.45 % fast, and so did the
-    # fitted distance per tick (5.9 stated σ once). The same distortion relative to the
-    # span (100 ms from 30 % of the frames on, over a 22 s drive): the frames are timed
-    # by the MCU clock at its nominal rate and the fit stays within 4σ. A rate error of
-    # the time base scales c by as much: it must stay below half the stated σ of c (the
-    # simulated MCU runs 40 ppm fast; the prior is the nominal ± 100 ppm).
+    # Under a CPU hog the 10x demo's pod reader stored its frames up to 10 ms later from a third of
+    # a drive on (docs/PODS.md, "Geometry fit", the frames' time base): over the drive's 2.2 host s
+    # a least-squares line through those host times runs 0.45 % fast, and so did the fitted distance
+    # per tick (5.9 stated σ once). The same distortion relative to the span (100 ms from 30 % of
+    # the frames on, over a 22 s drive): the frames are timed by the MCU clock at its nominal rate
+    # and the fit stays within 4σ. A rate error of the time base scales c by as much: it must stay
+    # below half the stated σ of c (the simulated MCU runs 40 ppm fast; the prior is the nominal ±
+    # 100 ppm).
     late = {n: _behind_from(sim_drives[n], tmp_path / f"{n}.h5", 0.1, 0.3) for n in DRIVES}
     drives = [load_drive(late[n]) for n in DRIVES]
     fit = fit_pods(drives)
