@@ -402,12 +402,11 @@ class LiveRuntime:
     def _publish_pose(self, datagrams: list[PoseDatagram],
                       velocity_vars: list[tuple[float, ...]],
                       arrivals: tuple[int, ...]) -> None:  # fmt: skip
+        sent_ns = None
         if self.udp is not None:
             for datagram in datagrams:
                 self.udp.send(datagram)
-            if self.odometry is not None and arrivals:
-                now = time.monotonic_ns()
-                self.odometry.counters.latencies.extend(now - a for a in arrivals)
+            sent_ns = time.monotonic_ns()
         last = datagrams[-1]
         if self.view is not None and last.stamp_ns - self._view_pose_ns >= VIEW_POSE_NS:
             self._view_pose_ns = last.stamp_ns
@@ -415,6 +414,9 @@ class LiveRuntime:
         if self.ros2 is not None:
             for datagram, velocity_var in zip(datagrams, velocity_vars, strict=True):
                 self.ros2.pose(datagram, velocity_var)
+        # the bookkeeping after every output: the ROS 2 pose does not wait behind it
+        if sent_ns is not None and self.odometry is not None:
+            self.odometry.counters.latencies.extend(sent_ns - a for a in arrivals)
 
     def _publish_merged(self, turns: LidarTurns) -> None:
         if self.view is not None:
