@@ -209,16 +209,17 @@ class A1Lidar:
         """Send ``request`` and parse its single answer's payload (``length`` bytes, or up
         to :data:`MAX_ANSWER_LEN` when None); a malformed one (ValueError) is asked for
         again up to ``tries`` times in all, then raised as a DeviceProtocolError."""
-        for attempt in range(1, tries + 1):
+        attempt = 1
+        while True:
             size = self._ask(request, what, length, True, dtype)
             raw = self._read_exact(size, f"a {size}-byte response")
             try:
                 return parse(raw)
             except ValueError as err:
-                if attempt == tries:
+                if attempt >= tries:
                     msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
                     raise DeviceProtocolError(msg) from err
-        raise AssertionError("unreachable")
+            attempt += 1
 
     def quiesce(self, quiet_s: float = 0.05) -> int:
         """If bytes are arriving (a scan left running, a boot banner), stop and discard them
