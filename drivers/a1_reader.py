@@ -34,6 +34,7 @@ _T = TypeVar("_T")
 
 POLL_S = 0.02
 """The serial timeout of one low-level read (s); every deadline loops over it."""
+BOOT_TIMEOUT_S = 2.0  # longest wait for the boot banner after RESET (s)
 MAX_ANSWER_LEN = 256
 """Longest answer of variable length taken as one (GET_LIDAR_CONF: 4 bytes of type and
 a value of at most a mode name's); a longer descriptor is damaged, not waited for."""
@@ -44,8 +45,8 @@ class A1Lidar:
     if it cannot be); every read that waits for an answer has ``read_timeout_s`` (s).
     ``on_event`` receives ``(t_ns, kind, message)`` events."""
 
-    def __init__(self, port: str, read_timeout_s: float = 1.0, baudrate: int = proto.BAUD,
-            on_event: EventSink | None = None, logger: logging.Logger | None = None) -> None:
+    def __init__(self, port: str, read_timeout_s: float = 1.0,
+            on_event: EventSink | None = None) -> None:
         self.read_timeout_s = float(read_timeout_s)
         self.on_event = on_event
         self.has_modem_lines: bool | None = None
@@ -56,8 +57,6 @@ class A1Lidar:
         self.express_mode: int | None = None  # the last scan's express mode id (None: standard)
         self._serial: ModemSerial | None = None
         self.port = os.fspath(port)
-        self.baudrate = baudrate
-        self.logger = logger or log
         self.motor_running = False
         self.connect()
 
@@ -68,7 +67,7 @@ class A1Lidar:
         the motor's state: a first open stops the motor, a reopen keeps a started one
         spinning (docs/A1.md, Motor)."""
         self.disconnect()
-        self._serial = open_serial(self.port, self.baudrate, timeout_s=POLL_S,
+        self._serial = open_serial(self.port, proto.BAUD, timeout_s=POLL_S,
             write_timeout_s=self.read_timeout_s, dtr=not self.motor_running)
 
     def disconnect(self) -> None:
@@ -79,7 +78,7 @@ class A1Lidar:
             try:
                 ser.close()
             except (serial.SerialException, OSError) as err:
-                self.logger.debug("closing %s: %s", self.port, err)
+                log.debug("closing %s: %s", self.port, err)
 
     @property
     def connected(self) -> bool:
@@ -156,7 +155,7 @@ class A1Lidar:
                 raise DeviceSilent(
                     f"A1 {self.port} sent {len(buf)} of {size} bytes of {what} within "
                     f"{self.read_timeout_s:.2f} s. Is it powered, on this port and at "
-                    f"{self.baudrate} baud? A device that is still booting answers after "
+                    f"{proto.BAUD} baud? A device that is still booting answers after "
                     "about 1 s.")
         return bytes(buf)
 
@@ -199,7 +198,7 @@ class A1Lidar:
                 if attempt == 2:
                     raise
                 if not single:
-                    self.logger.warning("%s; recovering", err)
+                    log.warning("%s; recovering", err)
                     self._emit("error", f"{err}; recovering (stop, clear input, reconnect)")
                     self.recover(restart=False)
         raise AssertionError("unreachable")
@@ -228,7 +227,7 @@ class A1Lidar:
             return 0
         discarded = self.stop(quiet_s)
         self.stale_bytes_discarded += discarded
-        self.logger.info("%s: discarded %d stale bytes before a request", self.port, discarded)
+        log.info("%s: discarded %d stale bytes before a request", self.port, discarded)
         return discarded
 
     def get_info(self) -> A1Info:
@@ -292,7 +291,7 @@ class A1Lidar:
         if not reached and self.has_modem_lines is not False:
             msg = (f"{self.port} has no modem lines (a pty without an emulator's modem-line "
                 "channel, or an adapter without DTR): the A1 motor cannot be switched here")
-            self.logger.info(msg)
+            log.info(msg)
             self._emit("note", msg)
         self.has_modem_lines = reached
 
@@ -320,11 +319,12 @@ class A1Lidar:
         self.clean_input()
         return discarded
 
-    def reset(self, boot_timeout_s: float = 2.0) -> str:
-        """Reboot the core; waits for the boot banner (or ``boot_timeout_s``) and returns it."""
+    def reset(self) -> str:
+        """Reboot the core; waits for the boot banner (at most :data:`BOOT_TIMEOUT_S`) and
+        returns it."""
         self._write(_cmd(proto.CMD_RESET), "RESET")
         self.scanning = False
-        deadline = time.monotonic() + boot_timeout_s
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
         text = b""
         while time.monotonic() < deadline:
             chunk = self.read_available(0.1 if text else 0.05)
@@ -356,7 +356,7 @@ class A1Lidar:
         code, if still in error)."""
         health = self.get_health()
         if health.status == "error":
-            self.logger.warning("%s: health error 0x%04x, resetting", self.port, health.error_code)
+            log.warning("%s: health error 0x%04x, resetting", self.port, health.error_code)
             self._emit("error", f"health error code 0x{health.error_code:04x}; resetting once")
             self.reset()
             health = self.get_health()
@@ -387,6 +387,8 @@ def _cmd(cmd: int) -> bytes:
     return bytes([proto.SYNC, cmd])
 
 
+RECONNECT_BACKOFF_S = 0.05  # first wait between reopens (s; doubled up to 1 s)
+RECONNECT_PROBE_S = 0.25  # deadline of the first request after a reopen (s)
 PREAMBLE_MAX_BYTES = 1 << 20
 """Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
 
@@ -398,9 +400,9 @@ class A1Scanner(DeviceProtocol):
 
     Args (times in s): ``read_timeout_s`` each request/answer; ``stale_after_s`` and
     ``restart_after_s`` silence while scanning before a ``stale`` event and before stop,
-    clear, reconnect, restart; ``reconnect_backoff_s`` the first wait between reopens
-    (doubled up to 1 s); ``reconnect_probe_s`` the first request after a reopen (a unit
-    still booting is retried). ``scan_mode``: ``typical`` or a mode's name, any case
+    clear, reconnect, restart; reopens back off from :data:`RECONNECT_BACKOFF_S` (doubled
+    up to 1 s), the first request after one waits :data:`RECONNECT_PROBE_S` (a unit still
+    booting is retried). ``scan_mode``: ``typical`` or a mode's name, any case
     (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
     """
 
@@ -411,8 +413,7 @@ class A1Scanner(DeviceProtocol):
     backlog_limit = 3000  # bytes (rplidar-roboticia's max_buf_meas); counted, never flushed
 
     def __init__(self, port: str, read_timeout_s: float = 1.0, stale_after_s: float = 0.5,
-            restart_after_s: float = 3.0, reconnect_backoff_s: float = 0.05,
-            reconnect_probe_s: float = 0.25, on_event: EventSink | None = None, name: str = "a1",
+            restart_after_s: float = 3.0, on_event: EventSink | None = None,
             scan_mode: str = "standard") -> None:
         self.scan_mode = scan_mode
         self.scan_mode_used = "standard"
@@ -420,7 +421,6 @@ class A1Scanner(DeviceProtocol):
         self.modes: list[proto.ScanMode] = []
         self.mode_note = ""  # why the mode is not the one asked for, if it is not
         self.request_timeout_s = read_timeout_s
-        self.reconnect_probe_s = reconnect_probe_s
         self.attrs: dict[str, object] = {}
         self.lidar: A1Lidar | None = None
         self.info: A1Info | None = None
@@ -440,9 +440,9 @@ class A1Scanner(DeviceProtocol):
         self._count_lock = threading.Lock()
         self._port = _LidarPort(self)
         config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
-            stale_after_s=stale_after_s, backoff_s=reconnect_backoff_s, backoff_max_s=1.0,
+            stale_after_s=stale_after_s, backoff_s=RECONNECT_BACKOFF_S, backoff_max_s=1.0,
             restart_after_s=restart_after_s)
-        SerialLink(name, port, self, config=config, on_event=on_event)
+        SerialLink("a1", port, self, config=config, on_event=on_event)
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
 
@@ -531,7 +531,7 @@ class A1Scanner(DeviceProtocol):
         try:
             if reopen:
                 lidar = self._lidar()
-                lidar.read_timeout_s = min(self.request_timeout_s, self.reconnect_probe_s)
+                lidar.read_timeout_s = min(self.request_timeout_s, RECONNECT_PROBE_S)
                 try:
                     self.info = lidar.get_info()
                 finally:
