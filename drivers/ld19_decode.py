@@ -12,11 +12,12 @@ from typing import Any
 import h5py
 
 from sensorbench.drivers.device_protocol import pick_raw_stream
-from sensorbench.drivers.ld19_near_filter import near_filter_turns
-from sensorbench.drivers.ld19_parser import BAUD, LD19Parser
+from sensorbench.drivers.ld19_parser import BAUD
+from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
+from sensorbench.drivers.serial_link import SerialLink
 from sensorbench.errors import DriverError
-from sensorbench.logs import LidarTurns, Session, SessionWriter
+from sensorbench.logs import Session, SessionWriter
 from sensorbench.logs.raw_file import read_raw_recording
 
 CHUNK = 1 << 16  # bytes per parse step of a bare capture
@@ -66,13 +67,15 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
 def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, bytes]],
         reconnects: list[int], raw_attrs: dict[str, Any], name: str, near_filter: bool,
         overwrite: bool, is_session: bool, clock_slope: float | None) -> dict[str, Any]:
-    """Parse the chunks in order and write raw bytes and turns; the summary.
+    """Feed the chunks (host ns, bytes) in order to the live reader's protocol, resyncing
+    at each reconnect (host ns) as it does, writing raw bytes and turns; the summary.
 
     ``clock_slope`` None: unknown (e.g. a session from an accelerated emulator that
     did not record it): the device clock fits it from the arrivals.
     """
-    parser = LD19Parser()
-    assembler = TurnAssembler(clock=ld19_clock(clock_slope), host_times=is_session)
+    protocol = LD19Protocol(near_filter=near_filter)
+    protocol.assembler = assembler = TurnAssembler(ld19_clock(clock_slope), is_session)
+    parser = protocol.parser
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
     with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
         attrs={"decoded_from": str(src)}) as w:
@@ -80,45 +83,25 @@ def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, by
         w.add_lidar(name,
             attrs={"model": "LD19", "time_base": time_base, "near_filter": near_filter,
                 "native": "clockwise 0.01 deg, mm, ms timestamps wrapping at 30000"})
-        turns_out, points_out, candidates = _decode(w, name, chunks, reconnects,
-            (parser, assembler), near_filter)
+        link = SerialLink(name, str(src), protocol, w)  # never opened: stores and consumes
+        pending = list(reconnects)
+        for t_ns, data in chunks:
+            while pending and t_ns >= pending[0]:
+                pending.pop(0)
+                protocol.reset()  # the unit power-cycled
+            link.received(t_ns, data)
         c = parser.counters
         if c.packets == 0:
             raise DriverError(
-                f"no valid LD19 packet in {src}: {c.bytes} bytes, {candidates} candidate "
-                f"headers, 0 valid: not an LD19 capture, or captured at the wrong baud rate?")
+                f"no valid LD19 packet in {src}: {c.bytes} bytes, {protocol.candidates_seen} "
+                "candidate headers, 0 valid: not an LD19 capture, or captured at the wrong "
+                "baud rate?")
         summary = {"source": str(src), "output": str(output), "device": name, **asdict(c),
             "impossible_packets": c.impossible_packets,
             "impossible_offsets": [{"offset": o, "reason": r} for o, r in parser.rejected],
-            "ranges_beyond_limit": assembler.ranges_beyond_limit, "turns": turns_out,
-            "points": points_out, "partial_turns_dropped": assembler.partial_dropped,
-            "time_base": time_base}
+            "ranges_beyond_limit": assembler.ranges_beyond_limit,
+            "turns": assembler.turns_out, "points": assembler.points_out,
+            "partial_turns_dropped": assembler.partial_dropped, "time_base": time_base}
         w.event(0, name, "note", "decoded: "
             + ", ".join(f"{k}={v}" for k, v in summary.items() if k != "impossible_offsets"))
     return summary
-
-
-def _decode(w: SessionWriter, name: str, chunks: list[tuple[int, bytes]], reconnects: list[int],
-        decoders: tuple[LD19Parser, TurnAssembler], near_filter: bool) -> tuple[int, int, int]:
-    """Feed the chunks (host ns, bytes) in order, resyncing at each reconnect (host ns),
-    and write the raw bytes and the turns; returns (turns, points, candidate headers)."""
-    parser, assembler = decoders
-    turns_out, points_out, candidates = 0, 0, 0
-    prev = -1
-    pending = list(reconnects)
-    for t_ns, data in chunks:
-        while pending and t_ns >= pending[0]:
-            pending.pop(0)
-            parser.resync()  # the unit power-cycled: as the live reader does
-            assembler.reset(after_reconnect=True)
-        candidates += data.count(b"\x54\x2c") + (prev == 0x54 and data[:1] == b"\x2c")
-        prev = data[-1] if data else prev
-        w.append_raw(name, t_ns, data)
-        turns: LidarTurns = assembler.push(parser.feed(data, t_ns))
-        if turns.n_turns:
-            if near_filter:
-                turns = near_filter_turns(turns)
-            w.append_turns(name, turns)
-            turns_out += turns.n_turns
-            points_out += turns.n_points
-    return turns_out, points_out, candidates

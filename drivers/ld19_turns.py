@@ -71,6 +71,7 @@ class TurnAssembler:
         self.host_times = host_times
         self.wrap_drop_cdeg = float(wrap_drop_cdeg)
         self.turns_out = 0
+        self.points_out = 0
         self.partial_dropped = 0
         self.packets_rejected = 0
         self.ranges_beyond_limit = 0
@@ -161,6 +162,7 @@ class TurnAssembler:
             flags=flags, angle=cw_cdeg_to_ccw_rad(done["cw"]), range=rng,
             intensity=done["intensity"], t_ns=done["t"])
         self.turns_out += turns.n_turns
+        self.points_out += turns.n_points
         return turns
 
     def _point_times(
