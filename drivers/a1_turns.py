@@ -9,6 +9,7 @@ turn timing).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,22 +193,17 @@ class CaptureDecode:
 
 
 _DESCRIPTORS = {proto.SCAN_DESCRIPTOR: "standard", proto.EXPRESS_DESCRIPTOR: "express"}
+_DESCRIPTOR_RE = re.compile(b"|".join(map(re.escape, _DESCRIPTORS)))
 
 
 def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
     """``(first byte, end, mode)`` of each scan in a capture: the bytes after each scan
     descriptor (standard ``A5 5A 05 00 00 40 81``, express ``A5 5A 54 00 00 40 82``)
     up to the next one."""
-    found = []
-    for desc, mode in _DESCRIPTORS.items():
-        at = data.find(desc)
-        while at >= 0:
-            found.append((at, mode))
-            at = data.find(desc, at + len(desc))
-    found.sort()
-    ends = [at for at, _ in found[1:]] + [len(data)] if found else []
-    return [
-        (at + proto.DESCRIPTOR_LEN, end, mode) for (at, mode), end in zip(found, ends, strict=True)]
+    found = [(m.start(), _DESCRIPTORS[m.group()]) for m in _DESCRIPTOR_RE.finditer(data)]
+    ends = [at for at, _ in found[1:]] + [len(data)]
+    return [(at + proto.DESCRIPTOR_LEN, end, mode)  # found empty: no scan, ends one long
+        for (at, mode), end in zip(found, ends, strict=False)]
 
 
 def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
