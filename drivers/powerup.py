@@ -11,7 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import serial
 
@@ -74,38 +74,42 @@ class PowerUpResult:
         return asdict(self)
 
 
-class DeviceSteps(Protocol):
-    """The device-specific part of bringing one device up.
-
-    Every method must return or raise :class:`DriverError` within its deadline.
-    """
+class DeviceSteps:
+    """The device-specific part of bringing one device up; the defaults suit a device
+    that only streams. Every method must return or raise :class:`DriverError` within its
+    deadline."""
 
     handle: Any
 
     def open(self) -> str:
         """Open and identify; return the device's serial (``""`` if it has none)."""
+        raise NotImplementedError
 
     def check(self) -> None:
-        """Health check (reset once on error); DriverError if unusable."""
+        """Health check (reset once on error); DriverError if unusable. Nothing to ask a
+        streaming device."""
 
     def start(self) -> None:
-        """Start the device (motor/scan)."""
+        """Start the device (motor/scan); a streaming device streams by itself."""
 
     def wait_ready(self, timeout_s: float) -> None:
         """Wait for the first complete valid turn (or packet); DriverError after timeout_s."""
+        raise NotImplementedError
 
     def idle(self) -> None:
         """Drain input while the sequencer waits (must not block)."""
 
     def park(self) -> bool:
-        """Hold the device still with its port open (an A1: motor stopped by DTR);
-        False, doing nothing, for a device without anything to hold."""
+        """Hold the device still with its port open (an A1: motor stopped by DTR); False,
+        doing nothing, for a device without anything to hold (a streaming device is not
+        opened ahead of its turn)."""
+        return False
 
     def close(self) -> None:
         """Stop and close (best effort, never raises)."""
 
 
-class A1Steps:
+class A1Steps(DeviceSteps):
     """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
     ``scan_mode``, default the configuration's, ``typical`` without one)."""
 
@@ -164,7 +168,7 @@ class A1Steps:
         self.handle.close()
 
 
-class StreamSteps:
+class StreamSteps(DeviceSteps):
     """Bring-up of a device that only streams (LD19, pod MCU): open at ``baud``, wait
     for ``min_packets`` valid packets (``count_valid(chunk)``: those in each new chunk)."""
 
@@ -182,12 +186,6 @@ class StreamSteps:
         self.handle = open_serial(self.spec.port, self.baud, timeout_s=0.05)
         return ""
 
-    def check(self) -> None:
-        """Nothing to ask a streaming device."""
-
-    def start(self) -> None:
-        """It streams by itself."""
-
     def wait_ready(self, timeout_s: float) -> None:
         """Read until ``min_packets`` valid packets or ``timeout_s`` (s)."""
         deadline = time.monotonic() + timeout_s
@@ -204,10 +202,6 @@ class StreamSteps:
         raise DriverError(
             f"{valid} valid packets ({self.bytes_seen} bytes) within {timeout_s:.1f} s at "
             f"{self.baud} baud: silent, wrong baud rate or wrong device")
-
-    def park(self) -> bool:
-        """Nothing to hold: a streaming device is not opened ahead of its turn."""
-        return False
 
     def idle(self) -> None:
         """Discard what arrived."""
