@@ -482,9 +482,7 @@ class A1Scanner(DeviceProtocol):
 
     def check_health(self) -> A1Health:
         """GET_HEALTH; on ``error`` reset once and ask again (DriverError if still error)."""
-        if self.lidar is None:
-            raise DriverError(f"A1 {self.link.port}: open() before check_health()")
-        self.health = self.lidar.ensure_healthy()
+        self.health = self._lidar().ensure_healthy()
         return self.health
 
     def start(self) -> None:

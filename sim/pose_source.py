@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, seconds_since
 from sensorbench.errors import DriverError, SensorbenchError
 from sensorbench.logs import PoseBatch
 
@@ -55,9 +55,9 @@ class SimPoseSource:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._sent = 0
-        self._last_sent = 0
-        self._last_status_t = time.monotonic()
-        self._last_data_t: float | None = None
+        self._rates = RateMeter()
+        self._rates.rates(0)  # the first status: the rate since construction
+        self._last_data_ns: int | None = None
         self._error: str | None = None
 
     def declare(self, writer: SessionWriter) -> None:
@@ -90,15 +90,13 @@ class SimPoseSource:
 
     def status(self) -> ReaderStatus:
         """Samples per second released over the last status interval."""
-        now = time.monotonic()
         with self._lock:
-            sent, dt = self._sent - self._last_sent, max(now - self._last_status_t, 1e-6)
-            self._last_sent, self._last_status_t = self._sent, now
-            since = float("inf") if self._last_data_t is None else now - self._last_data_t
+            sent, last = self._sent, self._last_data_ns
         connected = self._thread is not None and self._error is None
         return ReaderStatus(self.name, self.kind, "emulated network source", connected,
-            bytes_per_s=0.0, items_per_s=sent / dt, turns_per_s=0.0, crc_errors=0, drops=0,
-            since_last_data_s=since, reconnects=0, last_error=self._error)
+            bytes_per_s=0.0, items_per_s=self._rates.rates(sent)[0], turns_per_s=0.0,
+            crc_errors=0, drops=0, since_last_data_s=seconds_since(last), reconnects=0,
+            last_error=self._error)
 
     def _run(self) -> None:
         while True:
@@ -124,7 +122,7 @@ class SimPoseSource:
             self._next[stream] = j
             with self._lock:
                 self._sent += j - i
-                self._last_data_t = time.monotonic()
+                self._last_data_ns = time.monotonic_ns()
         for stream, (kind, s) in self.streams.items():
             if kind != "pose_sensor":
                 continue
