@@ -264,6 +264,7 @@ class LD19Emulator(PtyEmulator):
         self._dist = np.clip(np.round(metres * 1000), 0, 65535).astype(np.uint16)
         self._inten = np.clip(np.asarray(src.intensity).reshape(shape), 0, 255).astype(np.uint8)
         self._period = float(t[-1] - t[0] + np.median(np.diff(t)))  # n >= 12: one loop (s)
+        self.n_packets = k  # packets in one pass over the samples
 
         self.speed = float(speed)
         self.clock = SimClock(speed)
@@ -314,11 +315,6 @@ class LD19Emulator(PtyEmulator):
     def achieved_speed(self) -> float:
         """Simulated seconds served per host second since power-on (``speed`` if it kept up)."""
         return self.clock.achieved_speed(self.served_s)
-
-    @property
-    def n_packets(self) -> int:
-        """Packets in one pass over the samples."""
-        return int(self._t_first.size)
 
     def unplug(self) -> None:
         """Pull the cable: the pty disappears and the unit loses power."""
