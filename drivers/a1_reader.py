@@ -564,16 +564,6 @@ class A1Scanner(DeviceProtocol):
             self._skip_reported_ns = t_ns
         return done
 
-    @property
-    def nodes_total(self) -> int:
-        """Nodes decoded since the scanner was made."""
-        return self.assembler.nodes_total
-
-    @property
-    def bytes_skipped(self) -> int:
-        """Bytes skipped re-aligning since the scanner was made."""
-        return self.assembler.bytes_skipped
-
     def take_preamble(self) -> list[tuple[int, bytes]]:
         """The chunks read before a session's writer was attached, so that the session's
         raw stream starts with the scan's descriptor and ``decode a1`` reproduces its turns."""
@@ -618,8 +608,8 @@ class A1Scanner(DeviceProtocol):
 
     def diagnose(self) -> str:
         """Bytes and nodes since opening, with the likely cause."""
-        return (f"{self.link.bytes_since_open} bytes, {self.nodes_total} nodes: is the motor "
-            "spinning (DTR) and the supply strong enough?")
+        return (f"{self.link.bytes_since_open} bytes, {self.assembler.nodes_total} nodes: is "
+            "the motor spinning (DTR) and the supply strong enough?")
 
     def counters(self) -> tuple[int, int, int, int]:
         """(turns with skipped bytes, nodes lost re-aligning, points, turns) since start."""
@@ -629,8 +619,8 @@ class A1Scanner(DeviceProtocol):
     def final_note(self) -> str:
         """Nodes decoded and what was skipped, recorded at stop."""
         asm = self.assembler
-        return (f"decoded {self.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
-            f"bytes_skipped={self.bytes_skipped} "
+        return (f"decoded {asm.nodes_total} nodes ({self.scan_mode_used} scan); skipped: "
+            f"bytes_skipped={asm.bytes_skipped} "
             f"nodes_dropped={asm.nodes_dropped} (angle >= 360 deg); "
             f"ranges_beyond_limit={asm.ranges_beyond_limit} (stored as nan)")
 

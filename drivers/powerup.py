@@ -149,7 +149,7 @@ class A1Steps(DeviceSteps):
             except DriverError as err:
                 state = f"; no health answer ({err})"
         raise DriverError(f"no complete valid turn within {timeout_s:.1f} s of the scan start "
-            f"({sc.link.bytes_total} bytes, {sc.nodes_total} nodes, "
+            f"({sc.link.bytes_total} bytes, {sc.assembler.nodes_total} nodes, "
             f"{sc.link.unplugs} unplugs{state}): "
             "motor not spinning, or the supply browned out (start the lidars further apart)")
 

@@ -302,11 +302,6 @@ class SerialLink:
             last_error=self.last_error, reader_failures=self.reader_failures,
             reader_down=self.reader_down, mode=self.protocol.mode_label)
 
-    @property
-    def overruns(self) -> int:
-        """Backlogs beyond the protocol's ``backlog_limit`` bytes (counted, nothing dropped)."""
-        return self.backlog.overruns
-
     # -- internals ------------------------------------------------------------------
 
     def _open_with_deadline(self, timeout_s: float) -> Port:

@@ -108,7 +108,7 @@ def test_device_clock_times_turns_exactly_while_the_host_falls_behind():
         sc.close()
         truth = emu.truth()
     assert turns.n_turns >= 15
-    assert np.all(truth.delivered) and sc.bytes_skipped == 0
+    assert np.all(truth.delivered) and sc.assembler.bytes_skipped == 0
     # the device times of turn starts are the emulator's emission times of the
     # start-flag nodes, to the ns, up to one common offset (the host anchor)
     t_start = truth.t_s[truth.start]

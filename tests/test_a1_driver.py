@@ -279,7 +279,7 @@ def test_corruption_flags_turns_and_keeps_the_rest_exact():
         stats = emu.port.stats
     turns = LidarTurns.concat(out)
     assert stats.bytes_corrupted > 0
-    assert sc.bytes_skipped > 0
+    assert sc.assembler.bytes_skipped > 0
     flagged = (turns.flags & TurnFlag.CRC_ERRORS) > 0
     assert flagged.any() and not flagged.all()
     bursts = [e for e in events if e[1] == "crc_burst"]

@@ -105,7 +105,7 @@ def test_bringup_accepts_an_a1_that_sends_360_deg_in_every_turn():
         finally:
             seq.close()
     assert turns.n_turns >= 1
-    assert scanner.bytes_skipped == 0
+    assert scanner.assembler.bytes_skipped == 0
     assert not np.any(turns.flags & TurnFlag.CRC_ERRORS)
     assert scanner.assembler.nodes_dropped >= turns.n_turns
 
