@@ -6,25 +6,15 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from sensorbench.errors import SimError
 from sensorbench.sim.emulator_base import SimClock
 
+if TYPE_CHECKING:
+    from sensorbench.sim.emulator_a1 import A1Emulator
+
 BROWNOUT_MODES = ("error", "silent")
-
-
-class PoweredDevice(Protocol):
-    """What the bus needs from an emulator."""
-
-    name: str
-
-    @property
-    def motor_on(self) -> bool:
-        """True while the motor spins."""
-
-    def brown_out(self, mode: str, error_code: int, outage_s: float) -> None:
-        """React to a sagging rail (stop; error state or reboot)."""
 
 
 @dataclass(frozen=True)
@@ -63,17 +53,17 @@ class PowerBus:
         self.brownouts: list[BrownOut] = []
         self.motor_starts: list[tuple[float, str]] = []  # (simulated s, device name)
         self._starts: dict[str, float] = {}
-        self._devices: dict[str, PoweredDevice] = {}
+        self._devices: dict[str, A1Emulator] = {}
         self._lock = threading.Lock()
 
-    def attach(self, device: PoweredDevice) -> None:
+    def attach(self, device: A1Emulator) -> None:
         """Put a device on this bus (names must be unique)."""
         with self._lock:
             if device.name in self._devices:
                 raise SimError(f"a device named {device.name!r} is already on this bus")
             self._devices[device.name] = device
 
-    def motor_started(self, device: PoweredDevice) -> bool:
+    def motor_started(self, device: A1Emulator) -> bool:
         """Record a motor start now; True if it browned the bus out."""
         now = self.clock.now()
         with self._lock:
