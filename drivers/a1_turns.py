@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,20 +176,16 @@ for _a in vars(_EMPTY).values():
 @dataclass
 class CaptureDecode:
     """Result of :func:`decode_capture`: the turns (the one cut by each scan restart or
-    the end flagged ``PACKET_LOSS``), the scans' modes and :class:`A1Turns`'s counters
-    (``bytes_outside_scans``: before the first scan descriptor; ``dropped_offsets``:
-    byte offsets of the nodes dropped for an impossible angle)."""
+    the end flagged ``PACKET_LOSS``), the scan descriptors found, each scan's mode, the
+    ``decoder`` with its counters, the bytes before the first scan descriptor and the
+    capture's GET_SAMPLERATE answer (None: none)."""
 
     turns: LidarTurns
     scans: int
     modes: list[str]
-    nodes: int
-    bytes_skipped: int
+    decoder: A1Turns
     bytes_outside_scans: int
-    leading_nodes: int
-    dropped_offsets: list[int] = field(default_factory=list)
-    ranges_beyond_limit: int = 0
-    sample_rate: A1SampleRate | None = None
+    sample_rate: A1SampleRate | None
 
 
 _DESCRIPTORS = {proto.SCAN_DESCRIPTOR: "standard", proto.EXPRESS_DESCRIPTOR: "express"}
@@ -242,9 +238,8 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
         for c in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             out.append(dec.feed(int(times[c]), data[bounds[c] : bounds[c + 1]]))
         out.append(dec.flush())
-    return CaptureDecode(LidarTurns.concat(out), scans, [m for _, _, m in segments],
-        dec.nodes_total, dec.bytes_skipped, outside, dec.leading_nodes_skipped,
-        dec.dropped_offsets, dec.ranges_beyond_limit, rate)
+    return CaptureDecode(LidarTurns.concat(out), scans, [m for _, _, m in segments], dec,
+        outside, rate)
 
 
 _NOMINAL_HZ = {"standard": proto.NOMINAL_SAMPLES_PER_S, "express": proto.NOMINAL_EXPRESS_PER_S}
@@ -340,6 +335,7 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
     except DriverError as exc:
         raise DriverError(f"{raw}: {exc}") from None
     res.turns = as_captured(res.turns, live)
+    dec = res.decoder
     time_base, device_time = _time_bases(res, chunks is not None, sample_rate_hz)
     turns = res.turns
     modes = ", ".join(sorted(set(res.modes)))
@@ -353,12 +349,13 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
         w.append_raw(name, t0, data)
         if turns.n_turns:
             w.append_turns(name, turns)
-        if res.bytes_skipped:
-            msg = f"{res.bytes_skipped} bytes skipped while re-aligning nodes"
+        if dec.bytes_skipped:
+            msg = f"{dec.bytes_skipped} bytes skipped while re-aligning nodes"
             w.event(t0, name, "crc_burst", msg)
     return {"output": str(output), "stream": name, "scans": res.scans, "scan_modes": res.modes,
-        "turns": turns.n_turns, "points": turns.n_points, "nodes": res.nodes, "bytes": len(data),
-        "bytes_skipped": res.bytes_skipped, "bytes_outside_scans": res.bytes_outside_scans,
-        "leading_nodes_without_turn": res.leading_nodes, "nodes_dropped": len(res.dropped_offsets),
-        "nodes_dropped_offsets": res.dropped_offsets,
-        "ranges_beyond_limit": res.ranges_beyond_limit, "time_base": time_base}
+        "turns": turns.n_turns, "points": turns.n_points, "nodes": dec.nodes_total,
+        "bytes": len(data), "bytes_skipped": dec.bytes_skipped,
+        "bytes_outside_scans": res.bytes_outside_scans,
+        "leading_nodes_without_turn": dec.leading_nodes_skipped,
+        "nodes_dropped": len(dec.dropped_offsets), "nodes_dropped_offsets": dec.dropped_offsets,
+        "ranges_beyond_limit": dec.ranges_beyond_limit, "time_base": time_base}

@@ -66,8 +66,8 @@ def test_decode_a1_reports_the_dropped_nodes_with_their_offsets(tmp_path):
     raw = tmp_path / "a1.bin"
     raw.write_bytes(proto.SCAN_DESCRIPTOR + _encode(f))
     res = decode_capture(raw.read_bytes())
-    assert res.bytes_skipped == 0
-    assert res.dropped_offsets == [7 + 5 * 100, 7 + 5 * 500]
+    assert res.decoder.bytes_skipped == 0
+    assert res.decoder.dropped_offsets == [7 + 5 * 100, 7 + 5 * 500]
     out = CliRunner().invoke(
         cli, ["decode", "a1", str(raw), "-o", str(tmp_path / "d.h5"), "--json"]
     )
@@ -123,9 +123,9 @@ def test_ranges_beyond_12_m_from_the_emulator_are_nan():
     )
     res = decode_capture(data, require_descriptor=False)
     far = s.range_m > 12.0 + 1 / 8000  # beyond the limit after rounding to 1/4 mm
-    assert res.ranges_beyond_limit > 100
+    assert res.decoder.ranges_beyond_limit > 100
     r = res.turns.range
     assert np.all(r[np.isfinite(r)] <= 12.0)
-    assert int(np.isnan(r).sum()) == res.ranges_beyond_limit
+    assert int(np.isnan(r).sum()) == res.decoder.ranges_beyond_limit
     # every node in a stored turn: those beyond 12 m in the samples are the nan ones
-    assert res.ranges_beyond_limit <= int(far.sum())
+    assert res.decoder.ranges_beyond_limit <= int(far.sum())
