@@ -59,26 +59,15 @@ def decode_ld19(source: str | os.PathLike[str], output: str | os.PathLike[str],
         reconnects = []
         slope = None
     name = (device or "ld19") if name is None else name
-    # the writer is atomic: on DriverError nothing is written and an old output is kept
-    return _write(src, output, chunks, reconnects, raw_attrs, name, near_filter, overwrite,
-        is_session, None if slope is None else float(slope))
-
-
-def _write(src: Path, output: str | os.PathLike[str], chunks: list[tuple[int, bytes]],
-        reconnects: list[int], raw_attrs: dict[str, Any], name: str, near_filter: bool,
-        overwrite: bool, is_session: bool, clock_slope: float | None) -> dict[str, Any]:
-    """Feed the chunks (host ns, bytes) in order to the live reader's protocol, resyncing
-    at each reconnect (host ns) as it does, writing raw bytes and turns; the summary.
-
-    ``clock_slope`` None: unknown (e.g. a session from an accelerated emulator that
-    did not record it): the device clock fits it from the arrivals.
-    """
+    # the bytes go through the live reader's protocol, reset at each reconnect as it was;
+    # without a recorded slope the device clock fits one from the arrivals
     protocol = LD19Protocol(near_filter=near_filter)
-    protocol.assembler = assembler = TurnAssembler(ld19_clock(clock_slope), is_session)
+    clock = ld19_clock(None if slope is None else float(slope))
+    protocol.assembler = assembler = TurnAssembler(clock, is_session)
     parser = protocol.parser
     time_base = TIME_BASE_HOST if is_session else TIME_BASE_DEVICE
     with SessionWriter(output, label=f"decoded {src.name}", swmr=False, overwrite=overwrite,
-        attrs={"decoded_from": str(src)}) as w:
+        attrs={"decoded_from": str(src)}) as w:  # atomic: on DriverError nothing is written
         w.add_raw(name, attrs={**raw_attrs, "protocol": "ld19", "baud": BAUD})
         w.add_lidar(name,
             attrs={"model": "LD19", "time_base": time_base, "near_filter": near_filter,
