@@ -795,23 +795,19 @@ READER_POLL_S = 0.05
 """Longest wait of one step of the reader thread (s)."""
 
 
-def a1_reader(name: str, port: str, writer: SessionWriter | None = None,
-        attrs: dict[str, Any] | None = None, scanner: A1Scanner | None = None,
-        read_timeout_s: float = 1.0, first_turn_timeout_s: float | None = 5.0,
-        stale_after_s: float = 0.5, restart_after_s: float = 3.0, scan_mode: str = "standard"
-) -> SerialReader:
+def a1_reader(name: str, port: str, attrs: dict[str, Any] | None = None,
+        scanner: A1Scanner | None = None, read_timeout_s: float = 1.0,
+        first_turn_timeout_s: float | None = 5.0, scan_mode: str = "standard") -> SerialReader:
     """The reader of device ``name`` (an A1) in a capture session (its protocol:
-    ``reader.protocol``), writing to ``writer`` (None: events only) with extra lidar stream
+    ``reader.protocol``; its session: :meth:`SerialReader.declare`) with extra lidar stream
     ``attrs``. ``scanner``: an already started scanner to take over (from the sequencer),
-    else one made from ``port`` and the deadlines as :class:`A1Scanner` takes them.
-    ``first_turn_timeout_s``: deadline of the first complete turn in ``start`` (s; None:
-    no check)."""
+    else one made from ``port``, ``read_timeout_s`` and ``scan_mode`` as :class:`A1Scanner`
+    takes them. ``first_turn_timeout_s``: deadline of the first complete turn in ``start``
+    (s; None: no check)."""
     warm_up()
-    scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s,
-        stale_after_s=stale_after_s, restart_after_s=restart_after_s, scan_mode=scan_mode)
+    scanner = scanner or A1Scanner(str(port), read_timeout_s=read_timeout_s, scan_mode=scan_mode)
     link = scanner.link
     link.name = name
-    link.writer = writer
     link.first_valid_timeout_s = first_turn_timeout_s
     scanner.attrs = dict(attrs or {})
     return SerialReader(link, READER_POLL_S)
