@@ -400,8 +400,7 @@ class ParserCounters:
 
 
 class LD19Parser:
-    """Incremental LD19 packet parser (compiled single pass); one instance per device;
-    ``max_speed_deg_s``: largest possible reported speed (deg/s).
+    """Incremental LD19 packet parser (compiled single pass); one instance per device.
 
     Attributes:
         rejected: ``(stream offset, reason)`` of the packets with a good CRC and an
@@ -409,8 +408,7 @@ class LD19Parser:
             :data:`REJECTED_KEPT` of them (the counters count them all).
     """
 
-    def __init__(self, max_speed_deg_s: int = MAX_SPEED_DEG_S) -> None:
-        self.max_speed_deg_s = int(max_speed_deg_s)
+    def __init__(self) -> None:
         self._tail = np.zeros(64, dtype=np.uint8)  # the kernel keeps < 47 bytes here
         self._reserve(0)
         self._out_at = self._out_room = 0
@@ -456,7 +454,7 @@ class LD19Parser:
             at = self._new_block(room // PACKET_SIZE)
         fields, distance, intensity, flat_distance, flat_intensity = self._out
         # host_ns as given: the entry point takes any integer as int64, like int()
-        k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, self.max_speed_deg_s,
+        k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, MAX_SPEED_DEG_S,
             self._state, self._tail, fields, flat_distance, flat_intensity, at,
             self._rejected)  # fmt: skip
         if n_rej:

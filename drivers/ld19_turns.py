@@ -26,6 +26,7 @@ WIRE_S = PACKET_SIZE * 10 / BAUD  # one packet on the line (s)
 NOMINAL_DT_S = 1.0 / get_kind("ld19").sim_defaults["samples_per_s"]
 _TWO_PI32 = np.float32(2 * np.pi)
 _STAMP_NS = 1_000_000  # one timestamp tick (ns)
+WRAP_DROP_CDEG = 18000.0  # a step back of the angle this large (0.01 deg) starts a turn
 MAX_HELD = 64
 """Packets held at most before they are assembled even without a turn's end among them."""
 CATCH_UP_RATE = 0.5
@@ -62,14 +63,12 @@ def _strictly_increasing(t: np.ndarray) -> np.ndarray:
 class TurnAssembler:
     """Packets in, complete turns out; all state per instance. ``host_times``: map device
     times to the host through ``clock`` (a fresh :func:`ld19_clock` by default), else store
-    device times; a drop of the clockwise angle larger than ``wrap_drop_cdeg`` (0.01 deg)
-    between consecutive points starts a new turn."""
+    device times; a drop of the clockwise angle larger than :data:`WRAP_DROP_CDEG` between
+    consecutive points starts a new turn."""
 
-    def __init__(self, clock: DeviceClock | None = None, host_times: bool = True,
-            wrap_drop_cdeg: float = 18000.0) -> None:
+    def __init__(self, clock: DeviceClock | None = None, host_times: bool = True) -> None:
         self.clock = clock if clock is not None else ld19_clock()
         self.host_times = host_times
-        self.wrap_drop_cdeg = float(wrap_drop_cdeg)
         self.turns_out = 0
         self.points_out = 0
         self.partial_dropped = 0
@@ -132,7 +131,7 @@ class TurnAssembler:
             "flag": pflag.ravel()}
         if self._pending is not None:
             new = {key: np.concatenate((self._pending[key], v)) for key, v in new.items()}
-        starts = np.flatnonzero(np.diff(new["cw"]) < -self.wrap_drop_cdeg) + 1
+        starts = np.flatnonzero(np.diff(new["cw"]) < -WRAP_DROP_CDEG) + 1
         if starts.size == 0:
             self._pending = {key: v.copy() for key, v in new.items()}
             return _NO_TURNS

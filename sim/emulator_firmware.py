@@ -24,6 +24,7 @@ HARNESS_ENV = "SENSORBENCH_POD_HARNESS"
 DEFAULT_HARNESS = FIRMWARE_DIR / "build" / "sim" / "pods_harness"
 OPTIBOOT_WAIT_S = 1.0  # optiboot's watchdog timeout after an external reset (s)
 PERIOD_US = 5000  # the default build's latch period (200 Hz), µs
+TAIL_US = 20_000  # without loop: how long the MCU runs after the last row (µs)
 _STOP_TIMEOUT_S = 5.0
 
 
@@ -71,9 +72,9 @@ class FirmwarePodEmulator(PtyEmulator):
     ``speed``: simulated seconds per wall second (0: as fast as the host allows);
     ``loop``: repeat the trajectory (counts and time continue); ``auto_reset``: DTR
     asserted resets the MCU, which restarts its image ``boot_s`` later (s); ``events``: a
-    file the harness's event lines are appended to (firmware/README.md); ``tail_us``:
-    without ``loop``, how long the MCU runs after the last row (µs); ``period_us``: the
-    image's latch period (µs): resets align to it, ``boot_s`` rounds to it.
+    file the harness's event lines are appended to (firmware/README.md); ``period_us``: the
+    image's latch period (µs): resets align to it, ``boot_s`` rounds to it. Without
+    ``loop`` the MCU runs :data:`TAIL_US` after the last row.
     """
 
     def __init__(
@@ -89,17 +90,14 @@ class FirmwarePodEmulator(PtyEmulator):
         inject: Injected | None = None,
         harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
-        tail_us: int = 20_000,
         period_us: int = PERIOD_US,
     ) -> None:
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
         inject = inject or Injected()
-        if min(speed, boot_s, tail_us) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
-            raise SimError(
-                "speed, boot_s and tail_us must be >= 0, period_us > 0, 45 < phase_deg < 135"
-            )
+        if min(speed, boot_s) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
+            raise SimError("speed and boot_s must be >= 0, period_us > 0, 45 < phase_deg < 135")
         self.harness = harness_path(harness)
         self._events = Path(events) if events is not None else None
         if self._events is not None:
@@ -114,7 +112,7 @@ class FirmwarePodEmulator(PtyEmulator):
             "--speed", repr(float(speed)),
             "--boot-us", str(self.boot_us),
             "--align-us", str(int(period_us)),
-            "--tail-us", str(int(tail_us)),
+            "--tail-us", str(TAIL_US),
             "--phase-deg", repr(float(inject.phase_deg)),
             *(a for t in inject.reset_at_us for a in ("--reset-at-us", str(int(t)))),
             *(a for k, t in inject.double_edges for a in ("--double", f"{int(k)}:{int(t)}")),
