@@ -16,8 +16,8 @@ from typing import Any
 
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.errors import ModelFileError, SimError
-from sensorbench.logs.model_file import check_envelope, dumps_toml, load_document
-from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS, unknown_key, wrong_value
+from sensorbench.logs.model_file import dumps_toml, read_model
+from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
 
@@ -589,13 +589,7 @@ def pose_model_overrides(path: str | Path) -> dict:
     Raises ModelFileError for anything but a valid ``pose_error_gm`` model of format 1.
     """
     p = Path(path)
-    doc = load_document(p)
-    check_envelope(doc, str(p), "pose_error_gm", 1, {}, "pose-error")
-    bad = unknown_key(doc, POSE_ERROR_KEYS)
-    if bad:
-        raise ModelFileError(f"{p}: unknown key {bad!r} in a pose-error model file")
-    if wrong := wrong_value(doc, POSE_ERROR_KEYS):
-        raise ModelFileError(f"{p}: {wrong}")
+    doc = read_model(p, "pose_error_gm", 1, {}, "pose-error", POSE_ERROR_KEYS)
     keys = {"sigma_b": "reloc_sigma", "sigma": "gm_sigma", "tau_s": "gm_tau_s",
             "sigma_v": "white_sigma"}  # fmt: skip
     out: dict[str, list[float]] = {v: [] for v in keys.values()}
