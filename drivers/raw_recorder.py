@@ -24,7 +24,6 @@ from sensorbench.logs.raw_file import format_sidecar_header, sidecar_path
 
 _POLL_S = 0.05  # longest single read (s); the duration is checked between reads
 _FLUSH_S = 1.0  # longest time between flushes of both files (s)
-_OPEN_DTR = {"a1": False}  # kinds whose DTR must be low to stream: an A1's motor stops on high
 
 _IFLAG_OFF = (termios.IGNBRK | termios.BRKINT | termios.PARMRK | termios.ISTRIP | termios.INLCR
     | termios.IGNCR | termios.ICRNL | termios.IXON | termios.IXOFF | termios.IXANY | termios.INPCK)
@@ -78,7 +77,7 @@ def open_dtr(kind: str) -> bool:
     """The DTR level ``record_raw`` opens a device of ``kind`` with: low for an A1 (its
     USB adapter stops the motor while DTR is asserted), high (as every open leaves
     it) for the others."""
-    return _OPEN_DTR.get(kind, True)
+    return kind != "a1"
 
 
 def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLike[str], *,
