@@ -6,6 +6,8 @@ Layouts and limits: docs/A1.md, Protocol and Scan modes.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 
 SYNC = 0xA5
@@ -85,10 +87,7 @@ SAMPLERATE_DESCRIPTOR = descriptor(SAMPLERATE_LEN, MODE_SINGLE, TYPE_SAMPLE_RATE
 def payload_request(cmd: int, payload: bytes) -> bytes:
     """A request with a payload: ``A5 cmd len payload xor`` (xor of every byte before it)."""
     req = bytes([SYNC, cmd, len(payload)]) + payload
-    check = 0
-    for b in req:
-        check ^= b
-    return req + bytes([check])
+    return req + bytes([functools.reduce(operator.xor, req)])
 
 
 def express_request(working_mode: int) -> bytes:
