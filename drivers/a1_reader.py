@@ -446,11 +446,6 @@ class A1Scanner(DeviceProtocol):
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
 
-    @property
-    def connected(self) -> bool:
-        """True while the link holds the port."""
-        return self.link.connected
-
     def connect(self) -> None:
         """Open the port if it is not open (DeviceUnavailable if it cannot be); a first
         open asserts DTR (the motor stops)."""

@@ -141,7 +141,7 @@ class A1Steps(DeviceSteps):
                 return
         sc = self.handle
         state = ""
-        if sc.connected:
+        if sc.link.connected:
             try:
                 sc.lidar.stop()
                 health = sc.lidar.get_health()
@@ -155,7 +155,7 @@ class A1Steps(DeviceSteps):
 
     def idle(self) -> None:
         """Read what arrived, so the buffer does not overflow while others start."""
-        if self.handle.connected:
+        if self.handle.link.connected:
             self.handle.poll(0.0)
 
     def park(self) -> bool:

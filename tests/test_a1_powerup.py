@@ -289,7 +289,7 @@ def test_keep_hands_running_scanners_over():
         seq = PowerUpSequencer([spec], retries=0)
         (r,) = seq.run(keep=True)
         scanner = seq.handles["lidar_front"]
-        assert r.ready and emu.motor_on and scanner.connected
+        assert r.ready and emu.motor_on and scanner.link.connected
         log = list(emu.motor_log)
         seq.close()
         assert seq.handles == {}
