@@ -24,6 +24,7 @@ from sensorbench.logs.reader import (
     EncoderStream,
     LidarStream,
     PoseStream,
+    RawStream,
     columns_of,
     open_h5,
     stream_rows,
@@ -318,12 +319,9 @@ def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     out.attrs.update(g.attrs)
     rows = {c: n for c in columns_of(kind, g)}
     if kind == "lidar":
-        idx = g["turns"][:n]
-        points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0
-        rows.update({c: points for c in LIDAR_POINT_FIELDS})
+        rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, LidarStream(g).n_points))
     elif kind == "raw":
-        chunks = g["chunks"][:n]
-        rows["data"] = int(chunks["offset"][-1] + chunks["length"][-1]) if n else 0
+        rows["data"] = RawStream(g).n_bytes
     for col, count in rows.items():
         src = g[col]
         data = src[:count]
