@@ -29,18 +29,22 @@ POSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
 pose-error array and of the ``pose_error`` file's tables."""
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
 def _is_real(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    return _is_int(v) or isinstance(v, float | np.floating)
 
 
 Rule = tuple[Callable[[Any], bool], str]
+"""A value rule: (test, what a value must be); a TOML document's, or (numpy numbers
+accepted) a session attribute's (:mod:`~sensorbench.logs.values`)."""
+INT: Rule = (_is_int, "an integer")
 REAL: Rule = (_is_real, "a number")
 SIGMA: Rule = (lambda v: _is_real(v) and not v < 0, "a number ≥ 0 (or nan: not identified)")
-COUNT: Rule = (
-    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "an integer ≥ 0",
-)
-FLAG: Rule = (lambda v: isinstance(v, bool), "true or false")
+COUNT: Rule = (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
+FLAG: Rule = (lambda v: isinstance(v, bool | np.bool_), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str), "text")
 POSITIVE: Rule = (lambda v: _is_real(v) and math.isfinite(v) and v > 0, "a finite number > 0")
 
