@@ -17,6 +17,7 @@ from sensorbench.logs.schema import (
     LIDAR_POINT_FIELDS,
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
+    ROW_SHAPE,
     STREAM_COLUMNS,
     FileStatus,
 )
@@ -56,7 +57,6 @@ MIN_STEP_S = 0.005
 200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
 
 _TWO_PI = 2.0 * np.pi
-_ROW_SHAPE = {"position": (3,), "quat_xyzw": (4,), "covariance": (6, 6)}
 
 
 @dataclass(frozen=True)
@@ -254,8 +254,8 @@ def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> li
 
 def _column_shape(kind: str, col: str, ds: h5py.Dataset, n_counts: object) -> str:
     """Why ``ds`` has the wrong shape for column ``col`` ("" when it is right)."""
-    if col in _ROW_SHAPE:
-        row = _ROW_SHAPE[col]
+    if col in ROW_SHAPE:
+        row = ROW_SHAPE[col]
         ok = ds.shape[1:] == row
         return "" if ok else f"shape {ds.shape}, expected (n, {', '.join(map(str, row))})"
     if kind == "encoder" and col == "counts":
