@@ -61,16 +61,6 @@ class NoiseReport:
         """Edge outliers, % of samples, corrected for those too close to a surface to see."""
         return 100.0 * self.edge_outliers_est / self.n_samples
 
-    @property
-    def edge_outlier_pct_se(self) -> float:
-        """Standard error (%) of :attr:`edge_outlier_pct` (Poisson, weighted counts)."""
-        return 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / self.n_samples
-
-    @property
-    def false_point_pct(self) -> float:
-        """Isolated false points, % of samples."""
-        return 100.0 * self.false_points / self.n_samples
-
     def as_dict(self) -> dict:
         """JSON-ready dict (without plot data)."""
         n = self.n_samples
@@ -88,9 +78,10 @@ class NoiseReport:
             "edge_outliers_detected": self.edge_outliers,
             "edge_outlier_detected_pct": 100.0 * self.edge_outliers / n,
             "edge_outlier_pct": self.edge_outlier_pct,
-            "edge_outlier_pct_se": self.edge_outlier_pct_se,
+            # Poisson, weighted counts
+            "edge_outlier_pct_se": 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / n,
             "false_points": self.false_points,
-            "false_point_pct": self.false_point_pct,
+            "false_point_pct": 100.0 * self.false_points / n,
             "false_point_pct_se": pct_se(self.false_points),
             "transient_points": self.transient_points,
             "missing_returns": self.missing_returns,
