@@ -892,20 +892,13 @@ def _kitti_chunk(t: Table, t_ns: np.ndarray, max_position_m: float) -> dict[str,
     return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(len(pos), bool))
 
 
+_POSE_READERS = {"motive": stream_motive, "tum": stream_tum, "euroc": stream_euroc,
+                 "csv": stream_pose_csv, "kitti": stream_kitti}  # fmt: skip
 READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
-    ("mocap", "motive"): stream_motive,
-    ("mocap", "tum"): stream_tum,
-    ("mocap", "euroc"): stream_euroc,
-    ("pose", "tum"): stream_tum,
-    ("pose", "euroc"): stream_euroc,
-    ("pose", "motive"): stream_motive,
-    ("mocap", "csv"): stream_pose_csv,
-    ("pose", "csv"): stream_pose_csv,
+    **{(what, fmt): read for what in ("mocap", "pose") for fmt, read in _POSE_READERS.items()},
     ("pods", "csv"): stream_pod_csv,
-    ("mocap", "kitti"): stream_kitti,
-    ("pose", "kitti"): stream_kitti,
 }
-"""(what, format) -> parser."""
+"""(what, format) -> parser: every pose format reads mocap and pose streams alike."""
 
 
 def refuse_impossible(
