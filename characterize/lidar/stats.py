@@ -154,6 +154,8 @@ def sequence_stats(turns: LidarTurns) -> SequenceStats:
 
 MIN_COMMON_BINS = 20
 QUANTILE = 0.75
+STATIC_BIN_DEG = 2.0
+"""Width of the bearing bins whose ranges tell a static turn (°)."""
 
 
 @dataclass(frozen=True)
@@ -195,14 +197,14 @@ def _change(grid: np.ndarray, lag: int) -> np.ndarray:
 
 
 def detect_static(
-    turns: LidarTurns, period_s: float, lag_s: float = 1.0, bin_deg: float = 2.0,
-    factor: float = 2.5, min_static_s: float = 3.0,
+    turns: LidarTurns, period_s: float, lag_s: float = 1.0, factor: float = 2.5,
+    min_static_s: float = 3.0,
 ) -> StaticDetection:
     """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
-    (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under
-    ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
+    (:data:`STATIC_BIN_DEG`) range change to the turns ``lag_s`` (s) before and after stays
+    under ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
     (docs/LIDAR.md, "Static stretches")."""
-    n_bins = max(8, round(360.0 / bin_deg))
+    n_bins = round(360.0 / STATIC_BIN_DEG)
     grid = binned_turns(turns, n_bins)
     lag = max(1, round(lag_s / period_s))
     c1 = _change(grid, 1)
