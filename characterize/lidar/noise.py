@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.ndimage import maximum_filter1d
 
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
@@ -93,13 +94,6 @@ class NoiseReport:
         }
 
 
-def _dilate(mask: np.ndarray, w: int) -> np.ndarray:
-    out = mask.copy()
-    for k in range(1, w + 1):
-        out |= np.roll(mask, k, axis=1) | np.roll(mask, -k, axis=1)
-    return out
-
-
 def range_noise(
     turns: LidarTurns, stretch: np.ndarray, step_rad: float, period_s: float,
     bands_m: tuple[float, ...] = DEFAULT_BANDS_M, outlier_k: float = 5.0,
@@ -122,7 +116,8 @@ def range_noise(
     ref_flat, cnt = grouped_median(sid * n_bins + g.bins, r_c, n_str * n_bins)
     ref = ref_flat.reshape(n_str, n_bins)
     jump, steep = _discontinuities(ref, width)
-    zone = _dilate(jump | steep, EDGE_BINS)
+    # the edge zones: every bin within EDGE_BINS of a discontinuity, round the circle
+    zone = maximum_filter1d(jump | steep, 2 * EDGE_BINS + 1, axis=1, mode="wrap")
     steep |= np.roll(steep, 1, axis=1)
     ref_i = _interpolate(ref, sid, b0, g.b1, f, ref[sid, b0])
     edge = zone[sid, b0]
