@@ -87,8 +87,8 @@ class _Stream:
     name: str
     group: h5py.Group
     pending: list[Any] = field(default_factory=list)
-    written_points: int = 0
-    written_bytes: int = 0
+    written: int = 0
+    """Points (lidar) or bytes (raw) stored: where the next span starts."""
     n_counts: int = 0
     """Counters per frame of an encoder stream."""
     covariance: bool = False
@@ -245,10 +245,8 @@ class SessionWriter:
             for name, group in self._file.require_group(group_name).items():
                 stream = _Stream(kind, name, group, n_counts=int(group.attrs.get("n_counts", 0)))
                 stream.covariance = "covariance" in group
-                if kind == "lidar":
-                    stream.written_points = group["angle"].shape[0]
-                elif kind == "raw":
-                    stream.written_bytes = group["data"].shape[0]
+                if kind in ("lidar", "raw"):
+                    stream.written = group["angle" if kind == "lidar" else "data"].shape[0]
                 self._streams[(kind, name)] = stream
         self._file.require_group("truth")
         return self
@@ -532,10 +530,10 @@ class SessionWriter:
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
         index = np.empty(batch.n_turns, dtype=TURN_DTYPE)
-        index["offset"] = batch.offset + stream.written_points
+        index["offset"] = batch.offset + stream.written
         for col in ("count", "t_first_ns", "device_ns", "speed_hz", "flags"):
             index[col] = getattr(batch, col)
-        stream.written_points += batch.n_points
+        stream.written += batch.n_points
         cols = [(stream.ds(c), getattr(batch, c)) for c in LIDAR_POINT_FIELDS]
         return [*cols, (stream.ds("turns"), index)]
 
@@ -544,9 +542,9 @@ class SessionWriter:
         chunks = np.empty(len(stream.pending), dtype=RAW_CHUNK_DTYPE)
         chunks["t_ns"] = [t for t, _ in stream.pending]
         chunks["length"] = lengths
-        chunks["offset"] = stream.written_bytes + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        chunks["offset"] = stream.written + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         data = np.frombuffer(b"".join(d for _, d in stream.pending), dtype=np.uint8)
-        stream.written_bytes += int(lengths.sum())
+        stream.written += int(lengths.sum())
         return [(stream.ds("data"), data), (stream.ds("chunks"), chunks)]
 
     def _rows_encoder(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
