@@ -892,8 +892,10 @@ def _kitti_chunk(t: Table, t_ns: np.ndarray, max_position_m: float) -> dict[str,
     return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(len(pos), bool))
 
 
-_POSE_READERS = {"motive": stream_motive, "tum": stream_tum, "euroc": stream_euroc,
-                 "csv": stream_pose_csv, "kitti": stream_kitti}  # fmt: skip
+_POSE_READERS: dict[str, Callable[..., ImportStream]] = {
+    "motive": stream_motive, "tum": stream_tum, "euroc": stream_euroc,
+    "csv": stream_pose_csv, "kitti": stream_kitti,
+}  # fmt: skip
 READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
     **{(what, fmt): read for what in ("mocap", "pose") for fmt, read in _POSE_READERS.items()},
     ("pods", "csv"): stream_pod_csv,
