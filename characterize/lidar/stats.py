@@ -351,11 +351,6 @@ def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
     }
 
 
-def _inside(t_ns: int, window_ns: tuple[int | None, int | None]) -> bool:
-    t0, t1 = window_ns
-    return (t0 is None or t_ns >= t0) and (t1 is None or t_ns < t1)
-
-
 def characterize_session(
     path: str | os.PathLike[str], device: str, timing_only: bool = False,
     options: StaticOptions | None = None, window_ns: tuple[int | None, int | None] = (None, None),
@@ -376,7 +371,10 @@ def characterize_session(
         stream = s.lidar(device)
         attrs = stream.attrs
         turns = stream.read(*window_ns)
-        events = [e for e in s.events() if _inside(e.t_ns, window_ns)]
+        t0, t1 = window_ns
+        events = [
+            e for e in s.events() if (t0 is None or e.t_ns >= t0) and (t1 is None or e.t_ns < t1)
+        ]
     sources = {device, *(str(attrs[k]) for k in ("port_path", "frame") if attrs.get(k))}
     return characterize_turns(
         turns,
