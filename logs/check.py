@@ -16,11 +16,15 @@ import numpy as np
 
 from sensorbench.errors import OutputError, SessionError
 from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
-from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.batches import LidarTurns
 from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
+    EncoderStream,
+    LidarStream,
+    PoseStream,
+    RawStream,
     columns_of,
     open_h5,
     stream_rows,
@@ -187,19 +191,21 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
             )
         else:
             report.warnings.append(f"{key}: {dangling} rows past the last consistent write")
-    if kind == "lidar":
-        _check_lidar(report, key, g, n)
-    elif kind == "raw":
+    if kind == "raw":
         t_ns = g["chunks"][:n]["t_ns"]  # offsets contiguous up to n (stream_rows)
         problems, bad = stamp_problems(f"{key}/chunks.t_ns", t_ns)
         problems += order_problems(f"{key}/chunks.t_ns", t_ns, strict=False, skip=bad)[0]
         report.errors += [str(p) for p in problems]
-    else:
-        if kind == "pose" and "kind" not in g.attrs:
-            report.errors.append(f"{key}: attribute 'kind' missing")
-        rows = {c: g[c][:n] for c in columns_of(kind, g)}
-        batch = EncoderBatch(**rows) if kind == "encoder" else PoseBatch(**rows)
-        report.errors += [str(p) for p in batch_problems(key, batch)]
+        return
+    if kind == "pose" and "kind" not in g.attrs:
+        report.errors.append(f"{key}: attribute 'kind' missing")
+    batch = _STREAMS[kind](g).read(validate=False)  # the n consistent rows
+    report.errors += [str(p) for p in batch_problems(key, batch)]
+    if isinstance(batch, LidarTurns):
+        _point_reversals(report, key, batch.t_ns)
+
+
+_STREAMS = {"lidar": LidarStream, "encoder": EncoderStream, "pose": PoseStream}
 
 
 def _lengths(kind: str, g: h5py.Group) -> str:
@@ -210,15 +216,9 @@ def _lengths(kind: str, g: h5py.Group) -> str:
     return "rows: " + text
 
 
-def _check_lidar(report: CheckReport, key: str, g: h5py.Group, n: int) -> None:
-    idx = g["turns"][:n]  # counts ≥ 0 and offsets contiguous from 0 up to n (stream_rows)
-    end = int(idx["count"].astype(np.int64).sum())
-    turns = LidarTurns(
-        idx["t_first_ns"], idx["device_ns"], idx["speed_hz"], idx["count"], idx["flags"],
-        *(g[c][:end] for c in LIDAR_POINT_FIELDS),
-    )  # fmt: skip
-    report.errors += [str(p) for p in batch_problems(key, turns)]
-    t = g["t_ns"][:end]
+def _point_reversals(report: CheckReport, key: str, t: np.ndarray) -> None:
+    """A warning (and :attr:`CheckReport.point_time_reversals`) when a lidar's per-point
+    times step backwards."""
     step = np.diff(t)
     back = step < 0
     count = int(np.count_nonzero(back))
@@ -319,12 +319,9 @@ def _copy_prefix(kind: str, g: h5py.Group, out: h5py.Group, n: int) -> None:
     out.attrs.update(g.attrs)
     rows = {c: n for c in columns_of(kind, g)}
     if kind == "lidar":
-        idx = g["turns"][:n]
-        points = int(idx["offset"][-1] + idx["count"][-1]) if n else 0
-        rows.update({c: points for c in LIDAR_POINT_FIELDS})
+        rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, LidarStream(g).n_points))
     elif kind == "raw":
-        chunks = g["chunks"][:n]
-        rows["data"] = int(chunks["offset"][-1] + chunks["length"][-1]) if n else 0
+        rows["data"] = RawStream(g).n_bytes
     for col, count in rows.items():
         src = g[col]
         data = src[:count]

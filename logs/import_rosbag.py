@@ -419,7 +419,7 @@ def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:
     targets = [
         (b, b.imported.batch)
         for b in out.streams
-        if isinstance(b.imported.batch, PoseBatch) and b.spec.pose_kind() == "pose_sensor"
+        if isinstance(b.imported.batch, PoseBatch) and rs.pose_kind(b.spec) == "pose_sensor"
     ]
     if not targets:
         raise ImportFormatError(
@@ -452,7 +452,7 @@ def import_rosbag(bag: Path, parsed: BagImport, session: str | os.PathLike[str])
                 writer.add_encoder(b.spec.name, n_counts=batch.counts.shape[1], attrs=attrs)
                 writer.append_encoder(b.spec.name, batch)
             else:
-                writer.add_pose(b.spec.name, kind=b.spec.pose_kind(), attrs=attrs)
+                writer.add_pose(b.spec.name, kind=rs.pose_kind(b.spec), attrs=attrs)
                 writer.append_pose(b.spec.name, batch)
             writer.add_columns(b.kind, b.spec.name, b.columns())
         for e in parsed.events:

@@ -25,7 +25,6 @@ from sensorbench.logs.model_file import file_sha256
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag
 from sensorbench.logs.text_table import (
     CHUNK_ROWS,
-    INT64_MAX,
     Table,
     content_lines,
     flags01,
@@ -269,19 +268,6 @@ def _pose_imported(
     return _pose_stream(path, [chunk] if len(t_ns) else [], attrs, duplicates).whole()
 
 
-_TUM = ("timestamp", "tx", "ty", "tz", "qx", "qy", "qz", "qw")
-
-
-def _xyz_quat_chunk(
-    t: Table, t_ns: np.ndarray, cols: list[int], names: list[str], limit: float
-) -> dict[str, np.ndarray]:
-    """A chunk's poses from its float columns ``cols`` (x, y, z, qx, qy, qz, qw)."""
-    v = np.stack([floats(t, j, n) for j, n in zip(cols, names, strict=True)], axis=1)
-    pos_cols = [(j + 1, n) for j, n in zip(cols[:3], names[:3], strict=True)]
-    _check_positions(t.path, t.lines, v[:, :3], pos_cols, limit)
-    return _pose_chunk(t.path, t.lines, t_ns, v[:, :3], v[:, 3:], np.ones(len(v), bool))
-
-
 def stream_tum(
     path: str | os.PathLike[str],
     max_position_m: float = MAX_ABS_POSITION_M,
@@ -291,10 +277,10 @@ def stream_tum(
     path = Path(path)
     rows = ((i, text.replace(",", " ")) for i, text in content_lines(path))
     what = "expected 8 columns (timestamp tx ty tz qx qy qz qw), got {n}"
-    cols, names = [*range(1, 8)], [*_TUM[1:]]
+    col = {n: j for j, n in enumerate(("t_s", "x", "y", "z", "qx", "qy", "qz", "qw"))}
+    label = {"t_s": "timestamp", "x": "tx", "y": "ty", "z": "tz"}
     chunks = (
-        _xyz_quat_chunk(t, times_ns(t, 0, _TUM[0], "s"), cols, names, max_position_m)
-        for t in tables(path, rows, None, 8, what)
+        _pose_columns(t, col, label, max_position_m) for t in tables(path, rows, None, 8, what)
     )
     attrs = {"source_format": "tum", "time_base": "file timestamps (s)"}
     return _pose_stream(path, chunks, attrs, duplicates)
@@ -332,15 +318,14 @@ def stream_euroc(
     else:
         header = [c.strip().lstrip("#").strip() for c in split(head)]
         cols = _euroc_columns(path, header)
-    order = ["px", "py", "pz", "qx", "qy", "qz", "qw"]
+    col = {"host_ns": cols["timestamp"], **{c: cols[f"p{c}"] for c in "xyz"},
+           **{q: cols[q] for q in ("qx", "qy", "qz", "qw")}}  # fmt: skip
+    label = {"host_ns": "timestamp", "x": "px", "y": "py", "z": "pz"}
     what = f"{{n}} cells, header has {len(header)}"
     chunks = (
-        _xyz_quat_chunk(
-            t, integers(t, cols["timestamp"], "timestamp"), [cols[c] for c in order], order,
-            max_position_m,
-        )
+        _pose_columns(t, col, label, max_position_m)
         for t in tables(path, rows, ",", len(header), what, at_least=True)
-    )  # fmt: skip
+    )
     attrs = {"source_format": "euroc", "time_base": "file timestamps (ns)"}
     return _pose_stream(path, chunks, attrs, duplicates)
 
@@ -622,17 +607,8 @@ def _pod_columns(p: PodTable, t: Table, first_row: int) -> dict[str, np.ndarray]
     dev = np.full(n, NO_DEVICE_TIME, np.int64)
     if "device_ns" in col:
         dev = integers(t, col["device_ns"], p.label("device_ns"))
-    elif "device_us" in col:
-        us = integers(t, col["device_us"], p.label("device_us"))
-        big = np.abs(us) > INT64_MAX // 1000
-        if big.any():
-            k = int(np.argmax(big))
-            raise ImportFormatError(
-                f"{_where(t.path, int(t.lines[k]), col['device_us'] + 1)}: column "
-                f"{p.label('device_us')!r}: {int(us[k])} us is out of range (it does not fit "
-                "a 64-bit integer count of ns)"
-            )
-        dev = us * 1000
+    elif "device_us" in col:  # exact, and refused where it does not fit int64 ns
+        dev = times_ns(t, col["device_us"], p.label("device_us"), "us")
     out = {"lines": t.lines, "host": host, "dev": dev, "counts": np.stack(counts, axis=1)}
     out["seq"] = (
         integers(t, col["seq"], p.label("seq")) if "seq" in col else first_row + np.arange(n)
@@ -774,33 +750,6 @@ def stream_pose_csv(
     head_line, header, sep, rows = _csv_header(path)
     col = _pose_csv_columns(path, head_line, header, mapping)
     has_quat = all(q in col for q in ("qx", "qy", "qz", "qw"))
-    xyz = [k for k, c in enumerate("xyz") if c in col]
-    pos_cols = [(col["xyz"[k]] + 1, mapping.get("xyz"[k], "xyz"[k])) for k in xyz]
-
-    def convert(t: Table) -> dict[str, np.ndarray]:
-        def num(name: str, read: Any = floats) -> np.ndarray:
-            return read(t, col[name], mapping.get(name, name))
-
-        n = len(t.lines)
-        if "host_ns" in col:
-            t_ns = num("host_ns", integers)
-        else:
-            t_ns = times_ns(t, col["t_s"], mapping.get("t_s", "t_s"), "s")
-        pos = np.zeros((n, 3))
-        for k in xyz:
-            pos[:, k] = num("xyz"[k])
-        if has_quat:
-            quat = np.stack([num(q) for q in ("qx", "qy", "qz", "qw")], axis=1)
-        else:
-            half = num("yaw") / 2
-            quat = np.stack([0 * half, 0 * half, np.sin(half), np.cos(half)], axis=1)
-        flags = np.zeros(n, np.uint8)
-        for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
-            if name in col:
-                flags |= np.where(num(name, flags01), np.uint8(bit), np.uint8(0))
-        _check_positions(path, t.lines, pos[:, xyz], pos_cols, max_position_m)
-        return _pose_chunk(path, t.lines, t_ns, pos, quat, np.ones(n, bool), flags)
-
     what = f"{{n}} cells, header has {len(header)}"
     attrs = {
         "source_format": "csv",
@@ -808,8 +757,43 @@ def stream_pose_csv(
         "orientation": "quaternion" if has_quat else "planar yaw",
         **_column_map(mapping),
     }
-    chunks = (convert(t) for t in tables(path, rows, sep, len(header), what))
+    chunks = (
+        _pose_columns(t, col, mapping, max_position_m)
+        for t in tables(path, rows, sep, len(header), what)
+    )
     return _pose_stream(path, chunks, attrs, duplicates)
+
+
+def _pose_columns(
+    t: Table, col: dict[str, int], label: dict[str, str], limit: float
+) -> dict[str, np.ndarray]:
+    """A chunk's poses from its columns ``col`` (:data:`POSE_CSV_COLUMNS` name -> cell
+    index; each named ``label.get(name, name)`` in messages), positions within ``limit`` (m)."""
+
+    def num(name: str, read: Any = floats) -> np.ndarray:
+        return read(t, col[name], label.get(name, name))
+
+    n = len(t.lines)
+    if "host_ns" in col:
+        t_ns = num("host_ns", integers)
+    else:
+        t_ns = times_ns(t, col["t_s"], label.get("t_s", "t_s"), "s")
+    xyz = [k for k, c in enumerate("xyz") if c in col]
+    pos = np.zeros((n, 3))
+    for k in xyz:
+        pos[:, k] = num("xyz"[k])
+    if all(q in col for q in ("qx", "qy", "qz", "qw")):
+        quat = np.stack([num(q) for q in ("qx", "qy", "qz", "qw")], axis=1)
+    else:
+        half = num("yaw") / 2
+        quat = np.stack([0 * half, 0 * half, np.sin(half), np.cos(half)], axis=1)
+    flags = np.zeros(n, np.uint8)
+    for name, bit in (("relocalized", PoseFlag.RELOCALIZED), ("paused", PoseFlag.PAUSED)):
+        if name in col:
+            flags |= np.where(num(name, flags01), np.uint8(bit), np.uint8(0))
+    pos_cols = [(col["xyz"[k]] + 1, label.get("xyz"[k], "xyz"[k])) for k in xyz]
+    _check_positions(t.path, t.lines, pos[:, xyz], pos_cols, limit)
+    return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(n, bool), flags)
 
 
 def _pose_csv_columns(
@@ -908,20 +892,15 @@ def _kitti_chunk(t: Table, t_ns: np.ndarray, max_position_m: float) -> dict[str,
     return _pose_chunk(t.path, t.lines, t_ns, pos, quat, np.ones(len(pos), bool))
 
 
+_POSE_READERS: dict[str, Callable[..., ImportStream]] = {
+    "motive": stream_motive, "tum": stream_tum, "euroc": stream_euroc,
+    "csv": stream_pose_csv, "kitti": stream_kitti,
+}  # fmt: skip
 READERS: dict[tuple[str, str], Callable[..., ImportStream]] = {
-    ("mocap", "motive"): stream_motive,
-    ("mocap", "tum"): stream_tum,
-    ("mocap", "euroc"): stream_euroc,
-    ("pose", "tum"): stream_tum,
-    ("pose", "euroc"): stream_euroc,
-    ("pose", "motive"): stream_motive,
-    ("mocap", "csv"): stream_pose_csv,
-    ("pose", "csv"): stream_pose_csv,
+    **{(what, fmt): read for what in ("mocap", "pose") for fmt, read in _POSE_READERS.items()},
     ("pods", "csv"): stream_pod_csv,
-    ("mocap", "kitti"): stream_kitti,
-    ("pose", "kitti"): stream_kitti,
 }
-"""(what, format) -> parser."""
+"""(what, format) -> parser: every pose format reads mocap and pose streams alike."""
 
 
 def refuse_impossible(

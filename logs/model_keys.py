@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,18 +29,22 @@ POSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
 pose-error array and of the ``pose_error`` file's tables."""
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
 def _is_real(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    return _is_int(v) or isinstance(v, float | np.floating)
 
 
 Rule = tuple[Callable[[Any], bool], str]
+"""A value rule: (test, what a value must be); a TOML document's, or (numpy numbers
+accepted) a session attribute's (:mod:`~sensorbench.logs.values`)."""
+INT: Rule = (_is_int, "an integer")
 REAL: Rule = (_is_real, "a number")
 SIGMA: Rule = (lambda v: _is_real(v) and not v < 0, "a number ≥ 0 (or nan: not identified)")
-COUNT: Rule = (
-    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "an integer ≥ 0",
-)
-FLAG: Rule = (lambda v: isinstance(v, bool), "true or false")
+COUNT: Rule = (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
+FLAG: Rule = (lambda v: isinstance(v, bool | np.bool_), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str), "text")
 POSITIVE: Rule = (lambda v: _is_real(v) and math.isfinite(v) and v > 0, "a finite number > 0")
 
@@ -367,49 +371,43 @@ def note(schema: Mapping[str, Any], path: str) -> str | None:
     return key.note if key is not None and key.note else None
 
 
-def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
-    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
+def _walk(
+    doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str
+) -> Iterator[tuple[bool, str]]:
+    """Every problem of ``doc`` against ``schema``, in document order: ``(True, dotted name)``
+    for a key the schema does not know, ``(False, what is wrong)`` for a value that breaks
+    its :class:`Key`'s rule, is no table (array of tables) where the schema has one, or
+    repeats a ``name`` in an array of tables."""
     for key, value in doc.items():
         name, sub = f"{prefix}{key}", _entry(schema, key)
+        tables: list[tuple[str, Any]] = []  # (where, table) to walk with the schema ``sub``
         if sub is None:
-            return name
-        tables: list[tuple[Any, Any, str]] = []
-        if isinstance(sub, Mapping) and isinstance(value, Mapping):
-            tables = [(value, sub, f"{name}.")]
-        elif isinstance(sub, list) and isinstance(value, list):
-            tables = [(v, sub[0], f"{name}[{i}].") for i, v in enumerate(value)
-                      if isinstance(v, Mapping)]  # fmt: skip
-        for table, rules, where in tables:
-            if found := unknown_key(table, rules, where):
-                return found
-    return None
-
-
-def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> str | None:
-    """``'name' = value is not what it must be`` for the first value of ``doc`` that
-    breaks its rule in ``schema`` (a :class:`Key`'s), or is no table (array of tables) where
-    the schema has one, or repeats a ``name`` in an array of tables; None when every
-    value keeps its rule."""
-    for key, value in doc.items():
-        name, sub = f"{prefix}{key}", _entry(schema, key)
-        if isinstance(sub, Key):
+            yield True, name
+        elif isinstance(sub, Key):
             if sub.rule is not None and not sub.rule[0](value):
-                return f"{name!r} = {reprlib.repr(value)} is not {sub.rule[1]}"
-            continue
-        items: list[tuple[str, Any, Any]] = []
-        if isinstance(sub, Mapping):
-            items = [(name, value, sub)]
-        elif isinstance(sub, list):
-            if not isinstance(value, list):
-                return f"{name!r} = {value!r} is not an array of tables ([[{key}]])"
-            items = [(f"{name}[{i}]", v, sub[0]) for i, v in enumerate(value)]
+                yield False, f"{name!r} = {reprlib.repr(value)} is not {sub.rule[1]}"
+        elif isinstance(sub, Mapping):
+            tables = [(name, value)]
+        elif not isinstance(value, list):
+            yield False, f"{name!r} = {value!r} is not an array of tables ([[{key}]])"
+        else:
             names = [repr(v["name"]) for v in value if isinstance(v, Mapping) and "name" in v]
             if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
-                return f"two [[{key}]] tables are named {dup} (names must be unique)"
-        for where, table, rules in items:
-            if not isinstance(table, Mapping):
-                return f"{where!r} = {table!r} is not a table"
-            found = wrong_value(table, rules, f"{where}.")
-            if found:
-                return found
-    return None
+                yield False, f"two [[{key}]] tables are named {dup} (names must be unique)"
+            tables, sub = [(f"{name}[{i}]", v) for i, v in enumerate(value)], sub[0]
+        for where, table in tables:
+            if isinstance(table, Mapping):
+                yield from _walk(table, sub, f"{where}.")
+            else:
+                yield False, f"{where!r} = {table!r} is not a table"
+
+
+def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
+    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
+    return next((text for unknown, text in _walk(doc, schema, "") if unknown), None)
+
+
+def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
+    """``'name' = value is not what it must be`` (or another :func:`_walk` problem) for the
+    first value of ``doc`` that breaks ``schema``; None when every value keeps its rule."""
+    return next((text for unknown, text in _walk(doc, schema, "") if not unknown), None)

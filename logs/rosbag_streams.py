@@ -61,11 +61,6 @@ def _check_kind(option: str, text: str, kind: str | None) -> None:
         )
 
 
-def _default_kind(name: str) -> str:
-    """``mocap``/``estimate`` for names starting so, else ``pose_sensor``."""
-    return next((k for k in ("mocap", "estimate") if name.startswith(k)), "pose_sensor")
-
-
 @dataclass(frozen=True)
 class TopicSpec:
     """One ``--topic``: which topic becomes which stream."""
@@ -73,7 +68,7 @@ class TopicSpec:
     topic: str
     name: str
     kind: str | None = None
-    """Pose stream kind; None: by name (:meth:`pose_kind`)."""
+    """Pose stream kind; None: by name (:func:`pose_kind`)."""
     child_frame: str | None = None
     """For TF topics: the child frame whose transforms are the poses."""
 
@@ -87,10 +82,6 @@ class TopicSpec:
             )
         _check_kind("--topic", text, m.group("kind"))
         return cls(m.group("topic"), m.group("name"), m.group("kind"), m.group("child"))
-
-    def pose_kind(self) -> str:
-        """The pose stream kind this topic becomes."""
-        return self.kind or _default_kind(self.name)
 
 
 @dataclass(frozen=True)
@@ -116,9 +107,11 @@ class TfSpec:
         """How messages name this stream: ``/tf PARENT->CHILD``."""
         return f"/tf {self.parent}->{self.child}"
 
-    def pose_kind(self) -> str:
-        """The pose stream kind this chain becomes."""
-        return self.kind or _default_kind(self.name)
+
+def pose_kind(spec: TopicSpec | TfSpec) -> str:
+    """The pose stream kind ``spec`` becomes: its own, else by its name (see the module)."""
+    named = (k for k in ("mocap", "estimate") if spec.name.startswith(k))
+    return spec.kind or next(named, "pose_sensor")
 
 
 def _attrs(topic: str, **more: Any) -> dict[str, Any]:

@@ -32,12 +32,10 @@ class ScanGrid:
     """+1: the sensor sweeps counter-clockwise (angles grow with time), −1 clockwise."""
 
     @classmethod
-    def for_stream(
-        cls, angle: np.ndarray, count: np.ndarray, max_error_rad: float = MAX_RAY_ERROR_RAD
-    ) -> ScanGrid:
+    def for_stream(cls, angle: np.ndarray, count: np.ndarray) -> ScanGrid:
         """The grid of a stream's points (``angle`` flat, ``count`` per turn).
 
-        Bins of at most ``2·max_error_rad``, and at least two per point of a median
+        Bins of at most ``2·MAX_RAY_ERROR_RAD``, and at least two per point of a median
         turn (so points of an evenly sweeping sensor never share one).
         """
         offsets = np.cumsum(count) - count
@@ -47,7 +45,7 @@ class ScanGrid:
         steps = steps[inside] if inside.any() else steps
         direction = -1 if steps.size and np.median(steps) < 0 else 1
         per_turn = int(np.median(count)) if count.size else 1
-        n = max(math.ceil(TWO_PI / (2.0 * max_error_rad)), 2 * per_turn)
+        n = max(math.ceil(TWO_PI / (2.0 * MAX_RAY_ERROR_RAD)), 2 * per_turn)
         return cls(n, direction)
 
     @property

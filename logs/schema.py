@@ -65,9 +65,6 @@ RAW_CHUNK_DTYPE = np.dtype([("t_ns", "<i8"), ("offset", "<i8"), ("length", "<i4"
 EVENT_DTYPE = np.dtype([("t_ns", "<i8"), ("source", "S32"), ("kind", "S24"), ("message", "S232")])
 
 LIDAR_POINT_FIELDS = {"angle": "<f4", "range": "<f4", "intensity": "<u2", "t_ns": "<i8"}
-ENCODER_FIELDS = {"host_ns": "<i8", "device_ns": "<i8", "seq": "<i8", "yaw": "<f8",
-                  "yaw_rate": "<f8"}  # fmt: skip
-POSE_FIELDS = {"t_ns": "<i8", "valid": "u1", "flags": "u1"}
 
 POSE_KINDS = ("mocap", "pose_sensor", "estimate")
 
@@ -77,10 +74,15 @@ GROUPS = {"lidar": "lidar", "raw": "raw", "encoder": "encoders", "pose": "pose"}
 STREAM_COLUMNS: dict[str, dict[str, str | np.dtype]] = {
     "lidar": {**LIDAR_POINT_FIELDS, "turns": TURN_DTYPE},
     "raw": {"data": "u1", "chunks": RAW_CHUNK_DTYPE},
-    "encoder": {**ENCODER_FIELDS, "counts": "<i8"},
-    "pose": {**POSE_FIELDS, "position": "<f8", "quat_xyzw": "<f8"},
-}
+    "encoder": {"host_ns": "<i8", "device_ns": "<i8", "seq": "<i8", "yaw": "<f8",
+                "yaw_rate": "<f8", "counts": "<i8"},
+    "pose": {"t_ns": "<i8", "valid": "u1", "flags": "u1", "position": "<f8", "quat_xyzw": "<f8"},
+}  # fmt: skip
 """Stream kind -> its datasets and their dtypes."""
+
+ROW_SHAPE = {"position": (3,), "quat_xyzw": (4,), "covariance": (6, 6)}
+"""The shape of one row of a dataset whose rows are not single values (an encoder's
+``counts``: one per counter)."""
 
 OPTIONAL_COLUMNS: dict[str, dict[str, str]] = {"pose": {"covariance": "<f8"}}
 """Stream kind -> datasets a stream may have beside its own (``docs/FORMAT.md``): a pose

@@ -19,10 +19,6 @@ from sensorbench.logs.reader import open_h5
 from sensorbench.logs.schema import GROUPS, FileStatus
 from sensorbench.logs.time_window import span_of
 
-_LIDAR_PER_TURN = ("turns", "turn_receive_ns")
-"""Lidar datasets with one row per turn; every other one has a row per point."""
-
-
 MAX_PIECES = 100
 """Most pieces one split writes: each is a complete session file with its own copy of
 the constant truth, so 100 pieces of a simulated session take ~20 s and ~270 MB."""
@@ -79,27 +75,25 @@ def _renumbered(
     return new, items
 
 
-def _lidar(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
-    turns = src["turns"][:]
-    keep = (turns["t_first_ns"] >= t0) & (turns["t_first_ns"] < t1)
-    new, points = _renumbered(turns, keep, "count", src["t_ns"].shape[0])
-    for name, ds in src.items():
-        if name == "turns":
-            _dataset(dst, name, ds, new)
-        else:
-            _dataset(dst, name, ds, ds[:][keep if name in _LIDAR_PER_TURN else points])
-    return keep, points
+_SPANNED = {"lidar": ("turns", "t_first_ns", "count", "t_ns", ("turns", "turn_receive_ns")),
+            "raw": ("chunks", "t_ns", "length", "data", ("chunks",))}  # fmt: skip
+"""A stream of spans over flat items: its index, the index's time and length columns, a
+dataset of one row per item, and the datasets of one row per index row."""
 
 
-def _raw(src: h5py.Group, dst: h5py.Group, t0: int, t1: int) -> None:
-    chunks = src["chunks"][:]
-    keep = (chunks["t_ns"] >= t0) & (chunks["t_ns"] < t1)
-    new, kept = _renumbered(chunks, keep, "length", src["data"].shape[0])
-    _dataset(dst, "data", src["data"], src["data"][:][kept])
-    _dataset(dst, "chunks", src["chunks"], new)
+def _spanned(
+    kind: str, src: h5py.Group, dst: h5py.Group, t0: int, t1: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Copy the lidar turns (raw chunks) whose time lies in ``[t0, t1)`` with the points
+    (bytes) they span; returns both masks."""
+    index_name, time, length, items, per_row = _SPANNED[kind]
+    index = src[index_name][:]
+    keep = (index[time] >= t0) & (index[time] < t1)
+    new, spanned = _renumbered(index, keep, length, src[items].shape[0])
     for name, ds in src.items():
-        if name not in ("data", "chunks"):
-            _dataset(dst, name, ds, ds[:])
+        data = new if name == index_name else ds[:][keep if name in per_row else spanned]
+        _dataset(dst, name, ds, data)
+    return keep, spanned
 
 
 def _truth(
@@ -205,12 +199,9 @@ def _split(
                     for name, s in f[group].items():
                         d = out.create_group(name)
                         d.attrs.update(s.attrs)
-                        if group == "lidar":
-                            turns, points = _lidar(s, d, t0, t1)
-                            masks[f"lidar/{name}/turns"] = turns
-                            masks[f"lidar/{name}/points"] = points
-                        elif group == "raw":
-                            _raw(s, d, t0, t1)
+                        if group in _SPANNED:  # the masks of a lidar's turns and points
+                            spans = _spanned(group, s, d, t0, t1)
+                            masks[f"{group}/{name}/turns"], masks[f"{group}/{name}/points"] = spans
                         else:
                             t = s["host_ns" if group == "encoders" else "t_ns"][:]
                             keep = (t >= t0) & (t < t1)

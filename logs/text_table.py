@@ -5,8 +5,9 @@ naming the first bad cell ``file:line:column``; every text importer reads here."
 from __future__ import annotations
 
 import csv
+import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -142,22 +143,16 @@ def tables(
         ImportFormatError: a row with another number of cells: ``file:line: what``,
             ``{n}`` in ``what`` replaced by the number found.
     """
-    lines: list[int] = []
-    texts: list[str] = []
-    for i, text in rows:
-        lines.append(i)
-        texts.append(text)
-        if len(lines) == CHUNK_ROWS:
-            yield _split_chunk(path, lines, texts, sep, width, what, at_least)
-            lines, texts = [], []
-    if lines:
+    rows = iter(rows)
+    while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+        lines, texts = zip(*chunk, strict=True)
         yield _split_chunk(path, lines, texts, sep, width, what, at_least)
 
 
 def _split_chunk(
     path: Path,
-    lines: list[int],
-    texts: list[str],
+    lines: Sequence[int],
+    texts: Sequence[str],
     sep: str | None,
     width: int,
     what: str,

@@ -238,11 +238,9 @@ class TfCollector:
             parent, child = tr.header.frame_id, tr.child_frame_id
             key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
                    ids.get(child) or ids.setdefault(child, frame_id(child)), static)  # fmt: skip
-            rows = self._rows.get(key)
-            if rows is None:
-                rows = self._rows[key] = []
-            rows.append((s.sec * 1_000_000_000 + s.nanosec, recv_ns, (a.x, a.y, a.z),
-                         (b.x, b.y, b.z, b.w)))  # fmt: skip
+            self._rows.setdefault(key, []).append(
+                (s.sec * 1_000_000_000 + s.nanosec, recv_ns, (a.x, a.y, a.z), (b.x, b.y, b.z, b.w))
+            )
 
     def tree(self, where: str) -> TfTree:
         """The tree of everything added; ``where`` (``BAG``) starts error messages.

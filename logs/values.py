@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from sensorbench.logs.batches import EncoderBatch, LidarTurns, PoseBatch
+from sensorbench.logs.model_keys import COUNT, FLAG, INT, NONNEG, POSITIVE, REAL
 from sensorbench.logs.schema import (
     EVENT_DTYPE,
     GROUPS,
     LIDAR_POINT_FIELDS,
     NO_DEVICE_TIME,
     OPTIONAL_COLUMNS,
+    ROW_SHAPE,
     STREAM_COLUMNS,
     FileStatus,
 )
@@ -55,7 +57,6 @@ MIN_STEP_S = 0.005
 200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
 
 _TWO_PI = 2.0 * np.pi
-_ROW_SHAPE = {"position": (3,), "quat_xyzw": (4,), "covariance": (6, 6)}
 
 
 @dataclass(frozen=True)
@@ -253,8 +254,8 @@ def batch_problems(key: str, batch: PoseBatch | EncoderBatch | LidarTurns) -> li
 
 def _column_shape(kind: str, col: str, ds: h5py.Dataset, n_counts: object) -> str:
     """Why ``ds`` has the wrong shape for column ``col`` ("" when it is right)."""
-    if col in _ROW_SHAPE:
-        row = _ROW_SHAPE[col]
+    if col in ROW_SHAPE:
+        row = ROW_SHAPE[col]
         ok = ds.shape[1:] == row
         return "" if ok else f"shape {ds.shape}, expected (n, {', '.join(map(str, row))})"
     if kind == "encoder" and col == "counts":
@@ -322,14 +323,6 @@ def structure_problems(f: h5py.File) -> list[Problem]:
     return problems + _oversized(f)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, int | float | np.integer | np.floating) and bool(np.isfinite(v))
-
-
 def _is_json(v: Any) -> bool:
     import json
 
@@ -367,33 +360,31 @@ def _is_polygon(v: Any) -> bool:
 
 
 _TEXT = (_is_text, "UTF-8 text")
-_INT = (_is_int, "an integer")
-_COUNT = (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")
 _ROOT_ATTRS = {
     **dict.fromkeys(
         ("format", "software_version", "label", "config_text", "created_utc", "scenario",
          "hostname", "note", "robot", "recorded_by", "recovered_utc"),
         _TEXT,
     ),
-    **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "sim_t0_ns"), _INT),
-    **dict.fromkeys(("seed", "campaign_session"), _COUNT),
-    "simulated": (lambda v: isinstance(v, bool | np.bool_), "a boolean"),
+    **dict.fromkeys(("wall_clock_anchor_ns", "monotonic_anchor_ns", "sim_t0_ns"), INT),
+    **dict.fromkeys(("seed", "campaign_session"), COUNT),
+    "simulated": (FLAG[0], "a boolean"),
     "powerup_order": (_is_names, "a list of device names"),
     "footprint_m": (_is_polygon, "(x, y) vertices in m"),
-    "duration_s": (lambda v: _finite(v) and v >= 0, "a finite duration ≥ 0 s"),
-    "requested_duration_s": (lambda v: _finite(v) and (v > 0 or v == -1), "> 0 s or -1"),
+    "duration_s": (NONNEG[0], "a finite duration ≥ 0 s"),
+    "requested_duration_s": (lambda v: POSITIVE[0](v) or (REAL[0](v) and v == -1), "> 0 s or -1"),
     "devices_json": (_is_json, "JSON text"),
     "bringup_json": (_is_json, "JSON text"),
 }
 """Root attributes a reader uses: name → (test, what it must be)."""
 
 _STREAM_ATTRS = {
-    "n_counts": (lambda v: _is_int(v) and v >= 1, "an integer ≥ 1"),
+    "n_counts": (lambda v: COUNT[0](v) and v >= 1, "an integer ≥ 1"),
     "kind": _TEXT,
     "mount_xy_yaw": (_is_mount, "three finite numbers (m, m, rad)"),
-    "counter_bits": (lambda v: _is_int(v) and 1 <= v <= 64, "an integer 1..64"),
-    "clock_nominal_slope": (lambda v: _finite(v) and v > 0, "a finite number > 0"),
-    "rate_hz": (lambda v: _finite(v) and v > 0, "a finite rate > 0 Hz"),
+    "counter_bits": (lambda v: COUNT[0](v) and 1 <= v <= 64, "an integer 1..64"),
+    "clock_nominal_slope": POSITIVE,
+    "rate_hz": (POSITIVE[0], "a finite rate > 0 Hz"),
 }
 """Stream attributes a reader uses: name → (test, what it must be)."""
 

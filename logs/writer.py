@@ -35,15 +35,14 @@ from sensorbench.logs.h5_output import (
     reserve_room,
 )
 from sensorbench.logs.schema import (
-    ENCODER_FIELDS,
     EVENT_DTYPE,
     FORMAT_NAME,
     GROUPS,
     LIBVER,
     LIDAR_POINT_FIELDS,
-    POSE_FIELDS,
     POSE_KINDS,
     RAW_CHUNK_DTYPE,
+    ROW_SHAPE,
     SCHEMA_VERSION,
     STREAM_COLUMNS,
     TURN_DTYPE,
@@ -52,9 +51,9 @@ from sensorbench.logs.schema import (
 )
 from sensorbench.logs.update_lock import UpdateLock, writer_record
 
-_POINT_CHUNK = 32768
-_ROW_CHUNK = 4096
-_RAW_CHUNK = 65536
+_CHUNK_ROWS = {"lidar": 32768, "raw": 65536, "encoder": 4096, "pose": 4096, "index": 1024}
+"""Rows to a chunk of a stream's columns: points, bytes, frames, samples; spans of an
+index (lidar ``turns``, raw ``chunks``)."""
 _STOP = object()
 _ROOM_MARGIN = 2**18
 """Room a live writer reserves for a flush beyond the chunks it adds: the index and
@@ -88,8 +87,8 @@ class _Stream:
     name: str
     group: h5py.Group
     pending: list[Any] = field(default_factory=list)
-    written_points: int = 0
-    written_bytes: int = 0
+    written: int = 0
+    """Points (lidar) or bytes (raw) stored: where the next span starts."""
     n_counts: int = 0
     """Counters per frame of an encoder stream."""
     covariance: bool = False
@@ -246,17 +245,18 @@ class SessionWriter:
             for name, group in self._file.require_group(group_name).items():
                 stream = _Stream(kind, name, group, n_counts=int(group.attrs.get("n_counts", 0)))
                 stream.covariance = "covariance" in group
-                if kind == "lidar":
-                    stream.written_points = group["angle"].shape[0]
-                elif kind == "raw":
-                    stream.written_bytes = group["data"].shape[0]
+                if kind in ("lidar", "raw"):
+                    stream.written = group["angle" if kind == "lidar" else "data"].shape[0]
                 self._streams[(kind, name)] = stream
         self._file.require_group("truth")
         return self
 
     # -- declaration -------------------------------------------------------------
 
-    def _declare(self, kind: str, name: str, attrs: dict[str, Any] | None) -> h5py.Group:
+    def _declare(
+        self, kind: str, name: str, attrs: dict[str, Any] | None, n_counts: int = 0
+    ) -> h5py.Group:
+        """A new stream's group with its columns (``n_counts``: an encoder's counters)."""
         if self._thread is not None and self.swmr:
             raise SessionError(
                 f"cannot add {kind} stream {name!r}: the writer has started (SWMR freezes the "
@@ -269,8 +269,12 @@ class SessionWriter:
             raise SessionError(f"{self.path}: {problem}")
         group = self._file[GROUPS[kind]].create_group(name)
         _set_attrs(group, attrs)
+        for col, dtype in STREAM_COLUMNS[kind].items():
+            row = (n_counts,) if col == "counts" else ROW_SHAPE.get(col, ())
+            index = col in ("turns", "chunks")
+            self._column(group, col, dtype, _CHUNK_ROWS["index" if index else kind], *row)
         with self._lock:  # an offline writer's thread may be flushing the other streams
-            self._streams[(kind, name)] = _Stream(kind, name, group)
+            self._streams[(kind, name)] = _Stream(kind, name, group, n_counts=n_counts)
         return group
 
     @staticmethod
@@ -282,18 +286,11 @@ class SessionWriter:
 
     def add_lidar(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a lidar stream (attrs: model, port_path, serial, firmware, mount_xy_yaw...)."""
-        group = self._declare(
-            "lidar", name, {"units": "angle rad CCW, range m, time ns", **(attrs or {})}
-        )
-        for col, dtype in LIDAR_POINT_FIELDS.items():
-            self._column(group, col, dtype, _POINT_CHUNK)
-        self._column(group, "turns", TURN_DTYPE, 1024)
+        self._declare("lidar", name, {"units": "angle rad CCW, range m, time ns", **(attrs or {})})
 
     def add_raw(self, name: str, attrs: dict[str, Any] | None = None) -> None:
         """Declare a raw byte stream (everything received from one serial device)."""
-        group = self._declare("raw", name, attrs)
-        self._column(group, "data", "u1", _RAW_CHUNK)
-        self._column(group, "chunks", RAW_CHUNK_DTYPE, 1024)
+        self._declare("raw", name, attrs)
 
     def add_encoder(
         self, name: str, n_counts: int = 3, attrs: dict[str, Any] | None = None
@@ -301,14 +298,10 @@ class SessionWriter:
         """Declare an encoder stream with ``n_counts`` cumulative counters per frame."""
         if n_counts < 1:
             raise SessionError(f"an encoder stream needs at least one counter, got {n_counts}")
-        group = self._declare(
-            "encoder", name, {"units": "counts, yaw rad, yaw_rate rad/s, time ns", **(attrs or {})}
+        units = "counts, yaw rad, yaw_rate rad/s, time ns"
+        self._declare(
+            "encoder", name, {"units": units, **(attrs or {}), "n_counts": n_counts}, n_counts
         )
-        group.attrs["n_counts"] = n_counts
-        self._streams[("encoder", name)].n_counts = n_counts
-        for col, dtype in ENCODER_FIELDS.items():
-            self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "counts", "<i8", _ROW_CHUNK, n_counts)
 
     def add_pose(
         self,
@@ -324,13 +317,9 @@ class SessionWriter:
             raise SessionError(f"pose stream kind must be one of {POSE_KINDS}, got {kind!r}")
         units = "position m, quaternion xyzw, time ns"
         group = self._declare("pose", name, {"kind": kind, "units": units, **(attrs or {})})
-        for col, dtype in POSE_FIELDS.items():
-            self._column(group, col, dtype, _ROW_CHUNK)
-        self._column(group, "position", "<f8", _ROW_CHUNK, 3)
-        self._column(group, "quat_xyzw", "<f8", _ROW_CHUNK, 4)
         self._streams[("pose", name)].covariance = covariance
         if covariance:
-            self._column(group, "covariance", "<f8", _ROW_CHUNK // 8, 6, 6)
+            self._column(group, "covariance", "<f8", _CHUNK_ROWS["pose"] // 8, 6, 6)
 
     def stream_attrs(self, kind: str, name: str) -> dict[str, Any]:
         """The attributes of a declared stream (``kind``: lidar, raw, encoder, pose);
@@ -541,10 +530,10 @@ class SessionWriter:
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
         index = np.empty(batch.n_turns, dtype=TURN_DTYPE)
-        index["offset"] = batch.offset + stream.written_points
+        index["offset"] = batch.offset + stream.written
         for col in ("count", "t_first_ns", "device_ns", "speed_hz", "flags"):
             index[col] = getattr(batch, col)
-        stream.written_points += batch.n_points
+        stream.written += batch.n_points
         cols = [(stream.ds(c), getattr(batch, c)) for c in LIDAR_POINT_FIELDS]
         return [*cols, (stream.ds("turns"), index)]
 
@@ -553,9 +542,9 @@ class SessionWriter:
         chunks = np.empty(len(stream.pending), dtype=RAW_CHUNK_DTYPE)
         chunks["t_ns"] = [t for t, _ in stream.pending]
         chunks["length"] = lengths
-        chunks["offset"] = stream.written_bytes + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        chunks["offset"] = stream.written + np.concatenate(([0], np.cumsum(lengths)[:-1]))
         data = np.frombuffer(b"".join(d for _, d in stream.pending), dtype=np.uint8)
-        stream.written_bytes += int(lengths.sum())
+        stream.written += int(lengths.sum())
         return [(stream.ds("data"), data), (stream.ds("chunks"), chunks)]
 
     def _rows_encoder(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -68,19 +69,10 @@ class BrlttyFinding:
 def brltty_pids(proc: Path) -> list[int]:
     """PIDs whose command name (``/proc/PID/comm``) is ``brltty``."""
     pids = []
-    try:
-        entries = list(proc.iterdir())
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            comm = (entry / "comm").read_text(errors="replace").strip()
-        except OSError:
-            continue  # the process ended, or is not ours to read
-        if comm == "brltty":
-            pids.append(int(entry.name))
+    for comm in proc.glob("*/comm"):
+        with contextlib.suppress(OSError):  # the process ended, or is not ours to read
+            if comm.parent.name.isdigit() and comm.read_text(errors="replace").strip() == "brltty":
+                pids.append(int(comm.parent.name))
     return sorted(pids)
 
 

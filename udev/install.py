@@ -6,12 +6,12 @@ import os
 import re
 import shlex
 import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sensorbench.errors import UdevError
+from sensorbench.errors import OutputError, UdevError
+from sensorbench.logs.atomic_output import atomic_output
 from sensorbench.udev.rules import DEFAULT_FILENAME, check_rules_text
 
 RULES_DIR = Path("/etc/udev/rules.d")
@@ -107,7 +107,14 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
     if not target_dir.is_dir():
         raise UdevError(f"{target_dir} does not exist or is not a directory; is udev installed?")
     replaced = target.exists()
-    _write_atomically(target, text)
+    try:  # a temporary file renamed into place (docs/FORMAT.md, "Writing safely")
+        with atomic_output(target, force=True) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.chmod(0o644)
+    except OutputError as exc:
+        raise UdevError(str(exc)) from exc
+    except OSError as exc:
+        raise UdevError(f"cannot write {target}: {exc}") from exc
     result = InstallResult(path=target, names=names, replaced=replaced)
     if not reload:
         return result
@@ -120,17 +127,3 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
                 f"{output or 'no output'}); run `{rest}` as root, or replug the devices")
     return result
 
-
-def _write_atomically(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` via a temporary file and a rename (mode 0644)."""
-    fd, tmp = tempfile.mkstemp(prefix=".sensorbench-", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UdevError(f"cannot write {target}: {exc}") from exc

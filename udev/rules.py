@@ -220,17 +220,15 @@ def build_rules(
     """Build and cross-check all rules: UdevError for an invalid spec, a name given twice
     or two names for one location."""
     rules: list[Rule] = []
-    seen_names: set[str] = set()
-    seen_where: dict[str, str] = {}
+    seen_where: dict[str, str] = {}  # location -> name
     for spec in specs:
         rule = build_rule(spec, devices, by)
-        if rule.name in seen_names:
+        if rule.name in seen_where.values():
             raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
         where = rule.id_path if by == "id-path" else f"{rule.port_path}:{rule.interface or ''}"
         if where in seen_where:
             raise UdevError(f"{rule.name} and {seen_where[where]} name the same device ({where}); "
                 "give each port one name")
-        seen_names.add(rule.name)
         seen_where[where] = rule.name
         rules.append(rule)
     if not rules:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.ndimage import maximum_filter1d
 
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_index
@@ -20,6 +21,9 @@ MIN_BAND_POINTS = 30
 SIGMA_FLOOR_M = 1e-3
 MIN_DETECT_P = 0.2
 MAX_SLOPE = np.tan(np.radians(85.0))
+JUMP_ABS_M = 0.05  # a discontinuity: a step over max(JUMP_ABS_M, JUMP_REL × range) (m)
+JUMP_REL = 0.03
+EDGE_BINS = 2  # half-width of an edge zone around a discontinuity (bins)
 LABEL_UNUSED = -1  # not in a static stretch, or invalid (nan)
 LABEL_NORMAL = 0  # a return on a surface, or no return where none is expected
 LABEL_EDGE = 1  # edge outlier (mixed pixel)
@@ -61,16 +65,6 @@ class NoiseReport:
         """Edge outliers, % of samples, corrected for those too close to a surface to see."""
         return 100.0 * self.edge_outliers_est / self.n_samples
 
-    @property
-    def edge_outlier_pct_se(self) -> float:
-        """Standard error (%) of :attr:`edge_outlier_pct` (Poisson, weighted counts)."""
-        return 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / self.n_samples
-
-    @property
-    def false_point_pct(self) -> float:
-        """Isolated false points, % of samples."""
-        return 100.0 * self.false_points / self.n_samples
-
     def as_dict(self) -> dict:
         """JSON-ready dict (without plot data)."""
         n = self.n_samples
@@ -88,9 +82,10 @@ class NoiseReport:
             "edge_outliers_detected": self.edge_outliers,
             "edge_outlier_detected_pct": 100.0 * self.edge_outliers / n,
             "edge_outlier_pct": self.edge_outlier_pct,
-            "edge_outlier_pct_se": self.edge_outlier_pct_se,
+            # Poisson, weighted counts
+            "edge_outlier_pct_se": 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / n,
             "false_points": self.false_points,
-            "false_point_pct": self.false_point_pct,
+            "false_point_pct": 100.0 * self.false_points / n,
             "false_point_pct_se": pct_se(self.false_points),
             "transient_points": self.transient_points,
             "missing_returns": self.missing_returns,
@@ -99,25 +94,15 @@ class NoiseReport:
         }
 
 
-def _dilate(mask: np.ndarray, w: int) -> np.ndarray:
-    out = mask.copy()
-    for k in range(1, w + 1):
-        out |= np.roll(mask, k, axis=1) | np.roll(mask, -k, axis=1)
-    return out
-
-
 def range_noise(
     turns: LidarTurns, stretch: np.ndarray, step_rad: float, period_s: float,
-    bands_m: tuple[float, ...] = DEFAULT_BANDS_M, jump_abs_m: float = 0.05, jump_rel: float = 0.03,
-    edge_bins: int = 2, outlier_k: float = 5.0,
+    bands_m: tuple[float, ...] = DEFAULT_BANDS_M, outlier_k: float = 5.0,
 ) -> NoiseReport:
     """Range noise per band and outlier counts over the static stretches.
 
     ``stretch``: per turn, static-stretch number or -1 (:func:`detect_static`);
     ``step_rad``: the angular step (rad); ``period_s``: nominal turn period (s), for the
-    reported static time; ``bands_m``: band edges (m); ``jump_abs_m`` (m) and ``jump_rel``
-    (fraction of range): the discontinuity threshold; ``edge_bins``: half-width of an edge
-    zone (bins); ``outlier_k``: outlier threshold (σ)."""
+    reported static time; ``bands_m``: band edges (m); ``outlier_k``: outlier threshold (σ)."""
     n_str = int(stretch.max()) + 1
     n_bins = int(np.floor(TWO_PI / step_rad))
     tid_all = turn_index(turns.count)
@@ -127,20 +112,19 @@ def range_noise(
     ang = turns.angle[idx].astype(np.float64)
     g = _grid(ang, stretch[tid_all[idx]], n_str, n_bins)
     sid, b0, f, width = g.sid, g.b0, g.f, g.width
-    r_c = _to_bin_centres(r, ang, sid * n_bins + g.bins, (n_str, n_bins), jump_abs_m, jump_rel)
+    r_c = _to_bin_centres(r, ang, sid * n_bins + g.bins, (n_str, n_bins))
     ref_flat, cnt = grouped_median(sid * n_bins + g.bins, r_c, n_str * n_bins)
     ref = ref_flat.reshape(n_str, n_bins)
-    jump, steep = _discontinuities(ref, width, jump_abs_m, jump_rel)
-    zone = _dilate(jump | steep, edge_bins)
+    jump, steep = _discontinuities(ref, width)
+    # the edge zones: every bin within EDGE_BINS of a discontinuity, round the circle
+    zone = maximum_filter1d(jump | steep, 2 * EDGE_BINS + 1, axis=1, mode="wrap")
     steep |= np.roll(steep, 1, axis=1)
     ref_i = _interpolate(ref, sid, b0, g.b1, f, ref[sid, b0])
     edge = zone[sid, b0]
     bands, sigma_at, quiet, res = _noise_bands(
         r, r_c, g, (tid_all[idx] % 2, stretch), (ref, ref_i), edge | steep[sid, b0], bands_m
     )
-    cand, edge_out, p_detect = _classify(
-        r, f, sid, b0, edge, ref, ref_i, jump, edge_bins, outlier_k, sigma_at
-    )
+    cand, edge_out, p_detect = _classify(r, f, sid, b0, edge, ref, ref_i, jump, outlier_k, sigma_at)
     clustered = _clustered(turns, idx, cand, tid_all, outlier_k * sigma_at(r[cand]))
     false_pt = cand & ~clustered
     missing = ~edge & np.isinf(r) & np.isfinite(ref_i)
@@ -266,8 +250,7 @@ def _clustered(
 
 
 def _to_bin_centres(
-    r: np.ndarray, ang: np.ndarray, key: np.ndarray, shape: tuple[int, int], jump_abs_m: float,
-    jump_rel: float,
+    r: np.ndarray, ang: np.ndarray, key: np.ndarray, shape: tuple[int, int]
 ) -> np.ndarray:
     """Ranges (m) moved along their bin's slope to the bin centre, so the medians do
     not depend on where in the bin the samples happened to fall. ``key`` is each
@@ -276,7 +259,7 @@ def _to_bin_centres(
     width = TWO_PI / n_bins
     ref_flat, _ = grouped_median(key, r, n_str * n_bins)
     ref = ref_flat.reshape(shape)
-    jump, _ = _discontinuities(ref, width, jump_abs_m, jump_rel)
+    jump, _ = _discontinuities(ref, width)
     slope = _slopes(ref, jump, width).ravel()
     bins = key % n_bins
     offset = np.angle(np.exp(1j * (ang - bins * width)))
@@ -295,15 +278,13 @@ def _interpolate(
         return np.where(np.isfinite(a) & np.isfinite(b), a * (1 - f) + b * f, fallback)
 
 
-def _discontinuities(
-    ref: np.ndarray, width: float, jump_abs_m: float, jump_rel: float
-) -> tuple[np.ndarray, np.ndarray]:
+def _discontinuities(ref: np.ndarray, width: float) -> tuple[np.ndarray, np.ndarray]:
     """Per bin pair (b, b+1) of a (stretches, bins) reference: (discontinuity, steep) masks."""
     nxt = np.roll(ref, -1, axis=1)
     fin_a, fin_b = np.isfinite(ref), np.isfinite(nxt)
     prv, nxt2 = np.roll(ref, 1, axis=1), np.roll(ref, -2, axis=1)
     with np.errstate(invalid="ignore"):
-        tol = np.maximum(jump_abs_m, jump_rel * np.minimum(ref, nxt))
+        tol = np.maximum(JUMP_ABS_M, JUMP_REL * np.minimum(ref, nxt))
         steep = np.abs(nxt - ref) > tol
         smooth = (np.abs(nxt - (2 * ref - prv)) <= tol) | (np.abs(ref - (2 * nxt - nxt2)) <= tol)
         smooth &= np.abs(nxt - ref) <= MAX_SLOPE * width * 0.5 * (ref + nxt)
@@ -374,7 +355,7 @@ def _sigma_lookup(
 
 def _classify(
     r: np.ndarray, f: np.ndarray, sid: np.ndarray, b0: np.ndarray, edge: np.ndarray,
-    ref: np.ndarray, ref_i: np.ndarray, jump: np.ndarray, edge_bins: int, outlier_k: float,
+    ref: np.ndarray, ref_i: np.ndarray, jump: np.ndarray, outlier_k: float,
     sigma_at: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """False-point candidates, edge outliers and each edge outlier's detection probability."""
@@ -385,7 +366,7 @@ def _classify(
     with np.errstate(invalid="ignore"):
         plain = ~jump[sid, b0] & (np.abs(r - ref_i) <= outlier_k * sigma_at(np.nan_to_num(ref_i)))
     e = np.flatnonzero(np.isfinite(r) & ~plain)
-    offs = np.arange(-edge_bins, edge_bins + 2)
+    offs = np.arange(-EDGE_BINS, EDGE_BINS + 2)
     cols = (b0[e, None] + offs[None, :]) % n_bins
     nb = ref[sid[e, None], cols]
     # a bin cut off from both neighbours may hold a mix of two surfaces: not a surface
@@ -393,10 +374,10 @@ def _classify(
     nb_surf = np.where(lone, np.nan, nb)
     re = r[e, None]
     fe = f[e]
-    c = edge_bins  # column of b0 in nb
+    c = EDGE_BINS  # column of b0 in nb
     se_, b0e = sid[e], b0[e]
     cols_s = [nb_surf, np.where(jump[se_, b0e], np.nan, ref_i[e])]
-    for j in range(min(2, edge_bins)):
+    for j in range(min(2, EDGE_BINS)):
         # line through bins (b0-j-1, b0-j) and through (b1+j, b1+j+1), evaluated at the point
         lo, hi = nb[:, c - j - 1], nb[:, c - j]
         cols_s.append(

@@ -154,6 +154,8 @@ def sequence_stats(turns: LidarTurns) -> SequenceStats:
 
 MIN_COMMON_BINS = 20
 QUANTILE = 0.75
+STATIC_BIN_DEG = 2.0
+"""Width of the bearing bins whose ranges tell a static turn (°)."""
 
 
 @dataclass(frozen=True)
@@ -195,14 +197,14 @@ def _change(grid: np.ndarray, lag: int) -> np.ndarray:
 
 
 def detect_static(
-    turns: LidarTurns, period_s: float, lag_s: float = 1.0, bin_deg: float = 2.0,
-    factor: float = 2.5, min_static_s: float = 3.0,
+    turns: LidarTurns, period_s: float, lag_s: float = 1.0, factor: float = 2.5,
+    min_static_s: float = 3.0,
 ) -> StaticDetection:
     """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
-    (``bin_deg`` bins) range change to the turns ``lag_s`` (s) before and after stays under
-    ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
+    (:data:`STATIC_BIN_DEG`) range change to the turns ``lag_s`` (s) before and after stays
+    under ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
     (docs/LIDAR.md, "Static stretches")."""
-    n_bins = max(8, round(360.0 / bin_deg))
+    n_bins = round(360.0 / STATIC_BIN_DEG)
     grid = binned_turns(turns, n_bins)
     lag = max(1, round(lag_s / period_s))
     c1 = _change(grid, 1)
@@ -349,11 +351,6 @@ def _near_filter_check(turns: LidarTurns, noise: NoiseReport) -> dict:
     }
 
 
-def _inside(t_ns: int, window_ns: tuple[int | None, int | None]) -> bool:
-    t0, t1 = window_ns
-    return (t0 is None or t_ns >= t0) and (t1 is None or t_ns < t1)
-
-
 def characterize_session(
     path: str | os.PathLike[str], device: str, timing_only: bool = False,
     options: StaticOptions | None = None, window_ns: tuple[int | None, int | None] = (None, None),
@@ -374,7 +371,10 @@ def characterize_session(
         stream = s.lidar(device)
         attrs = stream.attrs
         turns = stream.read(*window_ns)
-        events = [e for e in s.events() if _inside(e.t_ns, window_ns)]
+        t0, t1 = window_ns
+        events = [
+            e for e in s.events() if (t0 is None or e.t_ns >= t0) and (t1 is None or e.t_ns < t1)
+        ]
     sources = {device, *(str(attrs[k]) for k in ("port_path", "frame") if attrs.get(k))}
     return characterize_turns(
         turns,

@@ -112,11 +112,8 @@ def host_reliability(
         host_nominal = slope * nominal_s
         seg = np.concatenate([[0], np.cumsum(dropoff)])  # segments between drop-offs
         lag = host_s - slope * t_s
-        late = np.zeros_like(lag)
-        for s_id in np.unique(seg):
-            m = seg == s_id
-            late[m] = lag[m] - lag[m].min()
-        worst = float(late.max())
+        earliest = np.minimum.reduceat(lag, np.flatnonzero(np.diff(seg, prepend=-1)))
+        worst = float(np.max(lag - earliest[seg]))  # the latest turn against its segment's
         if worst > 0.5 * host_nominal:
             reasons.append(
                 f"turns received up to {worst * 1e3:.0f} ms ({worst / host_nominal:.1f} turns) "
