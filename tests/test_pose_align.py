@@ -11,7 +11,6 @@ from sensorbench.characterize.pose.align import (
     Alignment,
     PoseTrack,
     align_sessions,
-    interpolate,
     pose_errors,
     umeyama,
 )
@@ -91,7 +90,7 @@ def test_interpolation_slerps_rotation_and_marks_gaps():
     p = np.arange(12.0).reshape(4, 3)
     q = Rotation.from_euler("z", [[0.0], [90.0], [90.0], [0.0]], degrees=True).as_quat()
     ref = PoseTrack(t, p, q)
-    pos, quat, inside = interpolate(ref, np.array([0.5, 1.5, 5.0, 11.0]), max_gap_s=1.5)
+    pos, quat, inside = ref.interpolator()(np.array([0.5, 1.5, 5.0, 11.0]), max_gap_s=1.5)
     np.testing.assert_allclose(pos[0], [1.5, 2.5, 3.5])
     assert Rotation.from_quat(quat[0]).as_euler("xyz", degrees=True)[2] == pytest.approx(45.0)
     assert inside.tolist() == [True, True, False, False]

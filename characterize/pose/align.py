@@ -69,11 +69,6 @@ def quat_as_rotvec(q: np.ndarray) -> np.ndarray:
     return q[..., :3] * k
 
 
-def quat_from_matrix(m: np.ndarray) -> np.ndarray:
-    """The quaternion ``(4,)`` of one rotation matrix ``(3, 3)``."""
-    return Rotation.from_matrix(m).as_quat()
-
-
 def quat_normalize(q: np.ndarray) -> np.ndarray:
     """Quaternions scaled to unit norm."""
     q = np.asarray(q, dtype=float)
@@ -146,7 +141,7 @@ RATE_SPAN_S = 0.02
 
 
 class Interpolator:
-    """A reference track prepared for repeated interpolation (:func:`interpolate`).
+    """A reference track prepared for repeated interpolation (:meth:`__call__`).
 
     Rotations are interpolated spherically between neighbouring samples, as
     :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
@@ -222,13 +217,6 @@ def gap_limit_s(track: PoseTrack, max_gap_s: float | None = None) -> float:
 def rate_window_s(sensor: PoseTrack, ref: PoseTrack) -> float:
     """Window of the angular rates: two spacings of the slower track, at least 0.2 s."""
     return max(MIN_RATE_WINDOW_S, 2.0 * max(sample_spacing_s(sensor), sample_spacing_s(ref)))
-
-
-def interpolate(
-    ref: PoseTrack, t_s: np.ndarray, max_gap_s: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference pose at times ``t_s`` (:meth:`Interpolator.__call__`)."""
-    return ref.interpolator()(t_s, max_gap_s)
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -455,7 +443,7 @@ def align_sessions(
             method = "angular-rate xcorr (windowed rates, relocalizations masked)"
         else:
             offset, corr, method = float(given), float("nan"), "given"
-        pos, quat, inside = interpolate(ref, sensor.t_s + offset, max_gap_s)
+        pos, quat, inside = ref.interpolator()(sensor.t_s + offset, max_gap_s)
         if inside.sum() < 3:
             raise FitError(
                 f"{sensor.name or 'sensor'}: {int(inside.sum())} of its {inside.size} poses "
@@ -496,7 +484,7 @@ def pose_errors(
     """(sensor t_s (M,), error (M, 6) as in :data:`ERROR_FRAME`, index into the sensor's
     valid samples (M,))."""
     sensor = sensor.only_valid()
-    pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
+    pos, quat, inside = ref.interpolator()(sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     e = frame_errors(
         sensor.position[idx], sensor.quat_xyzw[idx], pos[idx], quat[idx], alignment.rotation,
@@ -513,7 +501,8 @@ def frame_errors(
     """``(N, 6)`` error (:data:`ERROR_FRAME`; rotation ``R_ref⁻¹ R R_sensor B``) of sensor
     against reference poses at the same instants."""
     e_pos = position @ rotation.T + translation - ref_position
-    r_s = quat_mul(quat_mul(quat_from_matrix(rotation), quat_xyzw), quat_from_matrix(body_rotation))
+    rot, body = (Rotation.from_matrix(m).as_quat() for m in (rotation, body_rotation))
+    r_s = quat_mul(quat_mul(rot, quat_xyzw), body)
     e_rot = quat_as_rotvec(quat_mul(quat_inv(ref_quat_xyzw), quat_normalize(r_s)))
     return np.concatenate([e_pos, e_rot], axis=1)
 
@@ -585,7 +574,7 @@ def trajectory_error(
     Raises:
         FitError: fewer than two pairs."""
     sensor = sensor.only_valid()
-    pos, quat, inside = interpolate(reference, sensor.t_s + alignment.offset_s, max_gap_s)
+    pos, quat, inside = reference.interpolator()(sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     if idx.size < 2:
         raise FitError(f"{sensor.name or 'sensor'}: fewer than 2 poses pair with the reference")
