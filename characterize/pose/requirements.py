@@ -5,7 +5,7 @@ bounded for the verdict (holds, fails, cannot tell). docs/POSE_ERROR.md ("The ve
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -91,19 +91,15 @@ class RequirementPrediction:
     def to_dict(self) -> dict:
         """JSON-ready."""
         r = self.requirement
+        own = {f.name: getattr(self, f.name) for f in fields(RequirementPrediction)[1:]}
         return {
             "requirement": r.text,
             "axis": r.axis,
             "statistic": r.stat,
             "threshold": r.threshold,
             "unit": AXIS_UNITS[r.axis],
-            "horizon_s": self.horizon_s,
-            "confidence": self.confidence,
-            "predicted_quantile": self.predicted_quantile,
-            "predicted_median": self.predicted_median,
+            **own,
             "predicted_90": list(self.predicted_90),
-            "prob_within": self.prob_within,
-            "n_draws": self.n_draws,
         }
 
 
