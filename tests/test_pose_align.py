@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pose_util
 import pytest
@@ -11,6 +13,7 @@ from sensorbench.characterize.pose.align import (
     Alignment,
     PoseTrack,
     align_sessions,
+    estimate_time_offset,
     pose_errors,
     umeyama,
 )
@@ -23,9 +26,15 @@ T_WORLD = np.array([0.5, -1.2, 0.3])
 BODY = Rotation.from_euler("xyz", [2.0, 1.0, -5.0], degrees=True)
 
 
-def align(sensor: PoseTrack, ref: PoseTrack, mode: str = "se3", **kw) -> Alignment:
-    """One session aligned on its own."""
-    return align_sessions([(sensor, ref)], mode, **kw)[0]
+def align(
+    sensor: PoseTrack, ref: PoseTrack, mode: str = "se3", offset_s: float | None = None
+) -> Alignment:
+    """One session aligned on its own at ``offset_s``, else at the offset its angular rates
+    give (:func:`estimate_time_offset`, its peak correlation kept)."""
+    corr = float("nan")
+    if offset_s is None:
+        offset_s, corr = estimate_time_offset(sensor, ref)
+    return replace(align_sessions([(sensor, ref)], mode, offset_s)[0], rate_correlation=corr)
 
 
 def _tracks(rng, err: np.ndarray | None = None, planar: bool = False):

@@ -422,27 +422,18 @@ def estimate_time_offset(
 
 
 def align_sessions(
-    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str = "se3",
-    offset_s: float | Sequence[float | None] | None = None, max_offset_s: float = 0.5,
+    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str, offset_s: float | Sequence[float],
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
-    """Align several sessions of one sensor: a time offset each, one frame transform
-    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each."""
+    """Align several sessions of one sensor at their time offsets (s; one for all, or one
+    each; :func:`estimate_time_offset` finds one): one frame transform fitted to all."""
     if not pairs:
         raise FitError("no sessions to align")
     prepared = []
     offsets = list(offset_s) if isinstance(offset_s, (list, tuple)) else [offset_s] * len(pairs)
     for (sensor, ref), given in zip(pairs, offsets, strict=True):
         sensor, ref = sensor.only_valid(), ref.only_valid()
-        window = math.nan
-        if given is None:
-            window = rate_window_s(sensor, ref)
-            offset, corr = estimate_time_offset(
-                sensor, ref, max_offset_s, window, max_gap_s=max_gap_s
-            )
-            method = "angular-rate xcorr (windowed rates, relocalizations masked)"
-        else:
-            offset, corr, method = float(given), float("nan"), "given"
+        offset = float(given)
         pos, quat, inside = ref.interpolator()(sensor.t_s + offset, max_gap_s)
         if inside.sum() < 3:
             raise FitError(
@@ -451,29 +442,27 @@ def align_sessions(
                 f"> {gap_limit_s(ref, max_gap_s):.3f} s left out) at offset {offset:.3f} s; "
                 "fewer than 3 cannot be aligned"
             )
-        prepared.append((sensor, offset, corr, method, pos, quat, inside, window, ref))
-    src = np.concatenate([p[0].position[p[6]] for p in prepared])
-    dst = np.concatenate([p[4][p[6]] for p in prepared])
+        prepared.append((sensor, offset, pos, quat, inside, ref))
+    src = np.concatenate([p[0].position[p[4]] for p in prepared])
+    dst = np.concatenate([p[2][p[4]] for p in prepared])
     rot, t = _fit_frame(src, dst, mode)
     body = np.eye(3)
     if mode != "none":
         r_s = Rotation.from_matrix(rot) * Rotation.from_quat(
-            np.concatenate([p[0].quat_xyzw[p[6]] for p in prepared])
+            np.concatenate([p[0].quat_xyzw[p[4]] for p in prepared])
         )
-        r_ref = Rotation.from_quat(np.concatenate([p[5][p[6]] for p in prepared]))
+        r_ref = Rotation.from_quat(np.concatenate([p[3][p[4]] for p in prepared]))
         mean = (r_s.inv() * r_ref).mean()
         if mode == "planar":
             mean = Rotation.from_euler("z", mean.as_euler("zyx")[0])
         body = mean.as_matrix()
     out = []
-    searched = offset_s is None
-    for sensor, offset, corr, method, pos, _, inside, window, ref in prepared:
+    for sensor, offset, pos, _, inside, ref in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
         out.append(Alignment(
-            offset, rot, t, body, mode, method, corr,
+            offset, rot, t, body, mode, "given", math.nan,
             float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
-            int((~inside).sum()), max_offset_s if searched else math.nan,
-            searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s), window,
+            int((~inside).sum()), max_gap_s=gap_limit_s(ref, max_gap_s),
         ))
     return out
 

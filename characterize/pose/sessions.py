@@ -483,7 +483,7 @@ def prepare_campaign(
         for sen, ref in tracks
     ]
     first = [
-        align_sessions([tr], mode, off, max_offset_s, max_gap_s)[0]
+        align_sessions([tr], mode, off, max_gap_s)[0]
         for tr, (off, _) in zip(tracks, xcorr, strict=True)
     ]
     start = [
