@@ -257,7 +257,7 @@ class Alignment:
     max_offset_s: float = math.nan
     """Half-width of the offset search (s); nan when the offset was given."""
     offset_at_search_limit: bool = False
-    """The estimated offset lies within one coarse step of ±max_offset_s: the true
+    """The estimated offset lies within :data:`LIMIT_MARGIN_S` of ±max_offset_s: the true
     offset may be outside the searched range (widen ``--max-offset`` or give it)."""
     max_gap_s: float = math.nan
     """The reference's gap limit used for the pairs (s; :func:`gap_limit_s`)."""
@@ -345,27 +345,25 @@ def _peak(lags_s: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return float(lags_s[i] + shift * step), float(corr[i])
 
 
-COARSE_STEP_S = 0.005
-"""Lag step of the coarse offset search (s); an offset within one step of the
-search limit is flagged (:attr:`Alignment.offset_at_search_limit`)."""
+LIMIT_MARGIN_S = 0.005
+"""An estimated offset within this margin (s) of the search limit is flagged
+(:attr:`Alignment.offset_at_search_limit`)."""
 
 
 def offset_at_limit(offset_s: float, max_offset_s: float) -> bool:
-    """Whether ``offset_s`` lies within one coarse step of the ±``max_offset_s`` limit."""
-    return abs(offset_s) >= max_offset_s - COARSE_STEP_S
+    """Whether ``offset_s`` lies within :data:`LIMIT_MARGIN_S` of the ±``max_offset_s`` limit."""
+    return abs(offset_s) >= max_offset_s - LIMIT_MARGIN_S
 
 
 def estimate_time_offset(
     sensor: PoseTrack, ref: PoseTrack, max_offset_s: float = 0.5, window_s: float | None = None,
-    coarse_step_s: float = COARSE_STEP_S, fine_step_s: float = 0.001,
-    max_gap_s: float | None = None,
+    step_s: float = 0.001, max_gap_s: float | None = None,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
 
     Rates across ``window_s`` (default :func:`rate_window_s`) on a common grid, the
     sensor's windows holding a flagged relocalization left out; lags up to
-    ``max_offset_s`` every ``coarse_step_s``, then every ``fine_step_s`` near the best,
-    and a parabola through the peak.
+    ``max_offset_s`` every ``step_s``, and a parabola through the peak.
 
     Raises:
         FitError: naming the cause: no overlap, rates that cannot be taken (samples too
@@ -381,12 +379,11 @@ def estimate_time_offset(
             f"less than the {4 * window_s + 2 * max_offset_s:.3f} s the offset search needs "
             "(check their clocks, or give --time-offset)"
         )
-    grid = np.arange(lo, hi, fine_step_s)
+    grid = np.arange(lo, hi, step_s)
     a = windowed_rate(sensor, grid, window_s, max_gap_s)
     a[_reloc_mask(sensor, grid, window_s)] = np.nan
-    k = max(1, round(coarse_step_s / fine_step_s))
-    n_lag = int(np.ceil(max_offset_s / coarse_step_s))
-    ref_grid = grid[0] + fine_step_s * np.arange(-n_lag * k, grid.size + n_lag * k + 1)
+    n_lag = int(np.ceil(max_offset_s / step_s))
+    ref_grid = grid[0] + step_s * np.arange(-n_lag, grid.size + n_lag + 1)
     b_all = windowed_rate(ref, ref_grid, window_s, max_gap_s)
     for track, rates in ((sensor, a), (ref, b_all)):
         if np.count_nonzero(np.isfinite(rates)) < 20:
@@ -404,21 +401,17 @@ def estimate_time_offset(
                 "or record some turning"
             )
 
-    def corr_at(lag_steps: np.ndarray) -> np.ndarray:
-        start = n_lag * k + lag_steps
-        return np.array([_correlation(a, b_all[i : i + grid.size]) for i in start])
-
-    coarse = np.arange(-n_lag, n_lag + 1) * k
-    corr = corr_at(coarse)
+    lags = np.arange(-n_lag, n_lag + 1)
+    corr = np.array([_correlation(a, b_all[n_lag + i : n_lag + i + grid.size]) for i in lags])
     if not np.isfinite(corr).any():
         raise FitError(
             f"the sensor's and the reference's rate windows ({window_s:.3f} s) never "
             "overlap at any lag within ±max-offset, so their time offset cannot be "
             "found; give it (--time-offset)"
         )
-    best = int(coarse[int(np.argmax(corr))])
-    fine = np.arange(max(best - 2 * k, -n_lag * k), min(best + 2 * k, n_lag * k) + 1)
-    return _peak(fine * fine_step_s, corr_at(fine))
+    best = int(lags[int(np.argmax(corr))])
+    near = np.arange(max(best - 2, -n_lag), min(best + 2, n_lag) + 1)  # the peak's neighbours
+    return _peak(near * step_s, corr[near + n_lag])
 
 
 def align_sessions(
