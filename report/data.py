@@ -478,8 +478,6 @@ class ValidationSection:
 
     report: ValidationReport
     sessions: list[ValidationSession]
-    draws: int
-    alpha: float
     figures: list[Figure]
 
     def as_dict(self) -> dict[str, Any]:
@@ -736,7 +734,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
     figures.append(
         Figure.read(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
     )
-    return ValidationSection(rep, sessions, opts.draws, opts.alpha, figures)
+    return ValidationSection(rep, sessions, figures)
 
 
 # ------------------------------------------------------------------ provenance

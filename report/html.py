@@ -330,7 +330,7 @@ def _shown(value: float | None, unit: str) -> str:
     from sensorbench.characterize.pose.series import DISPLAY_UNITS
 
     k, _, fmt = DISPLAY_UNITS[unit]
-    return "–" if value is None or not math.isfinite(value) else fmt.format(k * value).strip()
+    return num(None if value is None else k * value, fmt).strip()
 
 
 def _trajectory_table(sessions: list[dict[str, Any]]) -> str:
@@ -439,8 +439,8 @@ def render_validation(v: ValidationSection) -> str:
         vrows.append((*row, relocs, *(["–" if w is None else w] if simulated else []), failed))
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
-        f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.draws} draws, "
-        f"family-wise α {v.alpha}: {overall}</p>"
+        f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.report.n_draws} "
+        f"draws, family-wise α {v.report.alpha}: {overall}</p>"
     ]
     head = ["session", "verdict", "joint p", "samples", "relocalizations (flagged)"]
     if simulated:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pose_util
 import pytest
@@ -11,7 +13,7 @@ from sensorbench.characterize.pose.align import (
     Alignment,
     PoseTrack,
     align_sessions,
-    interpolate,
+    estimate_time_offset,
     pose_errors,
     umeyama,
 )
@@ -24,9 +26,15 @@ T_WORLD = np.array([0.5, -1.2, 0.3])
 BODY = Rotation.from_euler("xyz", [2.0, 1.0, -5.0], degrees=True)
 
 
-def align(sensor: PoseTrack, ref: PoseTrack, mode: str = "se3", **kw) -> Alignment:
-    """One session aligned on its own."""
-    return align_sessions([(sensor, ref)], mode, **kw)[0]
+def align(
+    sensor: PoseTrack, ref: PoseTrack, mode: str = "se3", offset_s: float | None = None
+) -> Alignment:
+    """One session aligned on its own at ``offset_s``, else at the offset its angular rates
+    give (:func:`estimate_time_offset`, its peak correlation kept)."""
+    corr = float("nan")
+    if offset_s is None:
+        offset_s, corr = estimate_time_offset(sensor, ref)
+    return replace(align_sessions([(sensor, ref)], mode, offset_s)[0], rate_correlation=corr)
 
 
 def _tracks(rng, err: np.ndarray | None = None, planar: bool = False):
@@ -91,7 +99,7 @@ def test_interpolation_slerps_rotation_and_marks_gaps():
     p = np.arange(12.0).reshape(4, 3)
     q = Rotation.from_euler("z", [[0.0], [90.0], [90.0], [0.0]], degrees=True).as_quat()
     ref = PoseTrack(t, p, q)
-    pos, quat, inside = interpolate(ref, np.array([0.5, 1.5, 5.0, 11.0]), max_gap_s=1.5)
+    pos, quat, inside = ref.interpolator()(np.array([0.5, 1.5, 5.0, 11.0]), max_gap_s=1.5)
     np.testing.assert_allclose(pos[0], [1.5, 2.5, 3.5])
     assert Rotation.from_quat(quat[0]).as_euler("xyz", degrees=True)[2] == pytest.approx(45.0)
     assert inside.tolist() == [True, True, False, False]

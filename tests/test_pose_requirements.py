@@ -50,25 +50,6 @@ def test_parse_with_units_and_refusals():
             Requirement.parse(bad)
 
 
-def test_abs_quantile_is_numpys_quantile_exactly():
-    """The compiled quantile of the verdict's horizons returns numpy's numbers bit for bit
-    (linear method, ties, one sample, q at 0 and 1, a nan)."""
-    from sensorbench.characterize.pose.requirements import abs_quantile
-
-    rng = np.random.default_rng(1)
-    for trial in range(60):
-        b, n, a = rng.integers(1, 30), rng.integers(1, 320), rng.integers(1, 4)
-        e = rng.standard_normal((b, n, a))
-        if trial % 3 == 0:
-            e = np.round(e, 1)
-        if trial % 7 == 0:
-            e[rng.integers(b), rng.integers(n), :] = np.nan
-        c = int(rng.integers(a))
-        for q in (0.0, 0.05, 0.5, 0.95, 0.99, 1.0, float(rng.uniform())):
-            want = np.quantile(np.abs(e[:, :, c]), q, axis=1)
-            np.testing.assert_array_equal(abs_quantile(e, c, q), want)
-
-
 def _truth(asked, model, series, seed: int) -> np.ndarray:
     """The requirements' true quantiles: 4000 horizons under the true parameters."""
     truth = predict_requirements(

@@ -69,11 +69,6 @@ def quat_as_rotvec(q: np.ndarray) -> np.ndarray:
     return q[..., :3] * k
 
 
-def quat_from_matrix(m: np.ndarray) -> np.ndarray:
-    """The quaternion ``(4,)`` of one rotation matrix ``(3, 3)``."""
-    return Rotation.from_matrix(m).as_quat()
-
-
 def quat_normalize(q: np.ndarray) -> np.ndarray:
     """Quaternions scaled to unit norm."""
     q = np.asarray(q, dtype=float)
@@ -146,7 +141,7 @@ RATE_SPAN_S = 0.02
 
 
 class Interpolator:
-    """A reference track prepared for repeated interpolation (:func:`interpolate`).
+    """A reference track prepared for repeated interpolation (:meth:`__call__`).
 
     Rotations are interpolated spherically between neighbouring samples, as
     :class:`scipy.spatial.transform.Slerp` does (``q_k ⊗ exp(α log(q_k⁻¹ q_{k+1}))``),
@@ -224,13 +219,6 @@ def rate_window_s(sensor: PoseTrack, ref: PoseTrack) -> float:
     return max(MIN_RATE_WINDOW_S, 2.0 * max(sample_spacing_s(sensor), sample_spacing_s(ref)))
 
 
-def interpolate(
-    ref: PoseTrack, t_s: np.ndarray, max_gap_s: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference pose at times ``t_s`` (:meth:`Interpolator.__call__`)."""
-    return ref.interpolator()(t_s, max_gap_s)
-
-
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rotation R (3,3) and translation t (3,) minimising Σ |R src + t - dst|² (no scale)."""
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
@@ -269,7 +257,7 @@ class Alignment:
     max_offset_s: float = math.nan
     """Half-width of the offset search (s); nan when the offset was given."""
     offset_at_search_limit: bool = False
-    """The estimated offset lies within one coarse step of ±max_offset_s: the true
+    """The estimated offset lies within :data:`LIMIT_MARGIN_S` of ±max_offset_s: the true
     offset may be outside the searched range (widen ``--max-offset`` or give it)."""
     max_gap_s: float = math.nan
     """The reference's gap limit used for the pairs (s; :func:`gap_limit_s`)."""
@@ -357,27 +345,25 @@ def _peak(lags_s: np.ndarray, corr: np.ndarray) -> tuple[float, float]:
     return float(lags_s[i] + shift * step), float(corr[i])
 
 
-COARSE_STEP_S = 0.005
-"""Lag step of the coarse offset search (s); an offset within one step of the
-search limit is flagged (:attr:`Alignment.offset_at_search_limit`)."""
+LIMIT_MARGIN_S = 0.005
+"""An estimated offset within this margin (s) of the search limit is flagged
+(:attr:`Alignment.offset_at_search_limit`)."""
 
 
 def offset_at_limit(offset_s: float, max_offset_s: float) -> bool:
-    """Whether ``offset_s`` lies within one coarse step of the ±``max_offset_s`` limit."""
-    return abs(offset_s) >= max_offset_s - COARSE_STEP_S
+    """Whether ``offset_s`` lies within :data:`LIMIT_MARGIN_S` of the ±``max_offset_s`` limit."""
+    return abs(offset_s) >= max_offset_s - LIMIT_MARGIN_S
 
 
 def estimate_time_offset(
     sensor: PoseTrack, ref: PoseTrack, max_offset_s: float = 0.5, window_s: float | None = None,
-    coarse_step_s: float = COARSE_STEP_S, fine_step_s: float = 0.001,
-    max_gap_s: float | None = None,
+    step_s: float = 0.001, max_gap_s: float | None = None,
 ) -> tuple[float, float]:
     """(offset_s, peak normalised correlation) from angular-rate magnitudes.
 
     Rates across ``window_s`` (default :func:`rate_window_s`) on a common grid, the
     sensor's windows holding a flagged relocalization left out; lags up to
-    ``max_offset_s`` every ``coarse_step_s``, then every ``fine_step_s`` near the best,
-    and a parabola through the peak.
+    ``max_offset_s`` every ``step_s``, and a parabola through the peak.
 
     Raises:
         FitError: naming the cause: no overlap, rates that cannot be taken (samples too
@@ -393,12 +379,11 @@ def estimate_time_offset(
             f"less than the {4 * window_s + 2 * max_offset_s:.3f} s the offset search needs "
             "(check their clocks, or give --time-offset)"
         )
-    grid = np.arange(lo, hi, fine_step_s)
+    grid = np.arange(lo, hi, step_s)
     a = windowed_rate(sensor, grid, window_s, max_gap_s)
     a[_reloc_mask(sensor, grid, window_s)] = np.nan
-    k = max(1, round(coarse_step_s / fine_step_s))
-    n_lag = int(np.ceil(max_offset_s / coarse_step_s))
-    ref_grid = grid[0] + fine_step_s * np.arange(-n_lag * k, grid.size + n_lag * k + 1)
+    n_lag = int(np.ceil(max_offset_s / step_s))
+    ref_grid = grid[0] + step_s * np.arange(-n_lag, grid.size + n_lag + 1)
     b_all = windowed_rate(ref, ref_grid, window_s, max_gap_s)
     for track, rates in ((sensor, a), (ref, b_all)):
         if np.count_nonzero(np.isfinite(rates)) < 20:
@@ -416,46 +401,33 @@ def estimate_time_offset(
                 "or record some turning"
             )
 
-    def corr_at(lag_steps: np.ndarray) -> np.ndarray:
-        start = n_lag * k + lag_steps
-        return np.array([_correlation(a, b_all[i : i + grid.size]) for i in start])
-
-    coarse = np.arange(-n_lag, n_lag + 1) * k
-    corr = corr_at(coarse)
+    lags = np.arange(-n_lag, n_lag + 1)
+    corr = np.array([_correlation(a, b_all[n_lag + i : n_lag + i + grid.size]) for i in lags])
     if not np.isfinite(corr).any():
         raise FitError(
             f"the sensor's and the reference's rate windows ({window_s:.3f} s) never "
             "overlap at any lag within ±max-offset, so their time offset cannot be "
             "found; give it (--time-offset)"
         )
-    best = int(coarse[int(np.argmax(corr))])
-    fine = np.arange(max(best - 2 * k, -n_lag * k), min(best + 2 * k, n_lag * k) + 1)
-    return _peak(fine * fine_step_s, corr_at(fine))
+    best = int(lags[int(np.argmax(corr))])
+    near = np.arange(max(best - 2, -n_lag), min(best + 2, n_lag) + 1)  # the peak's neighbours
+    return _peak(near * step_s, corr[near + n_lag])
 
 
 def align_sessions(
-    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str = "se3",
-    offset_s: float | Sequence[float | None] | None = None, max_offset_s: float = 0.5,
+    pairs: list[tuple[PoseTrack, PoseTrack]], mode: str, offset_s: float | Sequence[float],
     max_gap_s: float | None = None,
 ) -> list[Alignment]:
-    """Align several sessions of one sensor: a time offset each, one frame transform
-    fitted to all together. ``offset_s``: None (estimate each), one for all, or one each."""
+    """Align several sessions of one sensor at their time offsets (s; one for all, or one
+    each; :func:`estimate_time_offset` finds one): one frame transform fitted to all."""
     if not pairs:
         raise FitError("no sessions to align")
     prepared = []
     offsets = list(offset_s) if isinstance(offset_s, (list, tuple)) else [offset_s] * len(pairs)
     for (sensor, ref), given in zip(pairs, offsets, strict=True):
         sensor, ref = sensor.only_valid(), ref.only_valid()
-        window = math.nan
-        if given is None:
-            window = rate_window_s(sensor, ref)
-            offset, corr = estimate_time_offset(
-                sensor, ref, max_offset_s, window, max_gap_s=max_gap_s
-            )
-            method = "angular-rate xcorr (windowed rates, relocalizations masked)"
-        else:
-            offset, corr, method = float(given), float("nan"), "given"
-        pos, quat, inside = interpolate(ref, sensor.t_s + offset, max_gap_s)
+        offset = float(given)
+        pos, quat, inside = ref.interpolator()(sensor.t_s + offset, max_gap_s)
         if inside.sum() < 3:
             raise FitError(
                 f"{sensor.name or 'sensor'}: {int(inside.sum())} of its {inside.size} poses "
@@ -463,29 +435,27 @@ def align_sessions(
                 f"> {gap_limit_s(ref, max_gap_s):.3f} s left out) at offset {offset:.3f} s; "
                 "fewer than 3 cannot be aligned"
             )
-        prepared.append((sensor, offset, corr, method, pos, quat, inside, window, ref))
-    src = np.concatenate([p[0].position[p[6]] for p in prepared])
-    dst = np.concatenate([p[4][p[6]] for p in prepared])
+        prepared.append((sensor, offset, pos, quat, inside, ref))
+    src = np.concatenate([p[0].position[p[4]] for p in prepared])
+    dst = np.concatenate([p[2][p[4]] for p in prepared])
     rot, t = _fit_frame(src, dst, mode)
     body = np.eye(3)
     if mode != "none":
         r_s = Rotation.from_matrix(rot) * Rotation.from_quat(
-            np.concatenate([p[0].quat_xyzw[p[6]] for p in prepared])
+            np.concatenate([p[0].quat_xyzw[p[4]] for p in prepared])
         )
-        r_ref = Rotation.from_quat(np.concatenate([p[5][p[6]] for p in prepared]))
+        r_ref = Rotation.from_quat(np.concatenate([p[3][p[4]] for p in prepared]))
         mean = (r_s.inv() * r_ref).mean()
         if mode == "planar":
             mean = Rotation.from_euler("z", mean.as_euler("zyx")[0])
         body = mean.as_matrix()
     out = []
-    searched = offset_s is None
-    for sensor, offset, corr, method, pos, _, inside, window, ref in prepared:
+    for sensor, offset, pos, _, inside, ref in prepared:
         d = sensor.position[inside] @ rot.T + t - pos[inside]
         out.append(Alignment(
-            offset, rot, t, body, mode, method, corr,
+            offset, rot, t, body, mode, "given", math.nan,
             float(np.sqrt(np.mean(np.sum(d * d, axis=1)))), int(inside.sum()),
-            int((~inside).sum()), max_offset_s if searched else math.nan,
-            searched and offset_at_limit(offset, max_offset_s), gap_limit_s(ref, max_gap_s), window,
+            int((~inside).sum()), max_gap_s=gap_limit_s(ref, max_gap_s),
         ))
     return out
 
@@ -496,7 +466,7 @@ def pose_errors(
     """(sensor t_s (M,), error (M, 6) as in :data:`ERROR_FRAME`, index into the sensor's
     valid samples (M,))."""
     sensor = sensor.only_valid()
-    pos, quat, inside = interpolate(ref, sensor.t_s + alignment.offset_s, max_gap_s)
+    pos, quat, inside = ref.interpolator()(sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     e = frame_errors(
         sensor.position[idx], sensor.quat_xyzw[idx], pos[idx], quat[idx], alignment.rotation,
@@ -513,7 +483,8 @@ def frame_errors(
     """``(N, 6)`` error (:data:`ERROR_FRAME`; rotation ``R_ref⁻¹ R R_sensor B``) of sensor
     against reference poses at the same instants."""
     e_pos = position @ rotation.T + translation - ref_position
-    r_s = quat_mul(quat_mul(quat_from_matrix(rotation), quat_xyzw), quat_from_matrix(body_rotation))
+    rot, body = (Rotation.from_matrix(m).as_quat() for m in (rotation, body_rotation))
+    r_s = quat_mul(quat_mul(rot, quat_xyzw), body)
     e_rot = quat_as_rotvec(quat_mul(quat_inv(ref_quat_xyzw), quat_normalize(r_s)))
     return np.concatenate([e_pos, e_rot], axis=1)
 
@@ -585,7 +556,7 @@ def trajectory_error(
     Raises:
         FitError: fewer than two pairs."""
     sensor = sensor.only_valid()
-    pos, quat, inside = interpolate(reference, sensor.t_s + alignment.offset_s, max_gap_s)
+    pos, quat, inside = reference.interpolator()(sensor.t_s + alignment.offset_s, max_gap_s)
     idx = np.flatnonzero(inside)
     if idx.size < 2:
         raise FitError(f"{sensor.name or 'sensor'}: fewer than 2 poses pair with the reference")

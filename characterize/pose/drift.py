@@ -83,9 +83,7 @@ class AxisStationarity:
         }
 
 
-def stationarity(
-    model: PoseErrorModel, series: list[ErrorSeries], fraction: float = TAU_SEGMENT_FRACTION
-) -> dict[str, AxisStationarity]:
+def stationarity(model: PoseErrorModel, series: list[ErrorSeries]) -> dict[str, AxisStationarity]:
     """Per axis: the model's τ and its 95 % interval against the data's median segment length."""
     med = float(np.median(segment_lengths(series)))
     out = {}
@@ -94,7 +92,7 @@ def stationarity(
         ci = f.ci()[2]
         out[a] = AxisStationarity(
             a, float(f.tau_s), (float(ci[0]), float(ci[1])), bool(f.identified[2]), med,
-            fraction * med,
+            TAU_SEGMENT_FRACTION * med,
         )
     return out
 
@@ -169,11 +167,11 @@ def _segments(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return starts, n, np.maximum.reduceat(s.t_s, starts) - np.minimum.reduceat(s.t_s, starts)
 
 
-def trend_test(series: list[ErrorSeries], alpha: float = TREND_ALPHA) -> dict[str, AxisTrend]:
+def trend_test(series: list[ErrorSeries]) -> dict[str, AxisTrend]:
     """Per axis: is the error's slope within relocalization segments consistently non-zero?"""
     slopes, lengths = segment_slopes(series)
     k = lengths.size
-    level = alpha / len(POSE_AXES)
+    level = TREND_ALPHA / len(POSE_AXES)
     w = lengths**3
     out = {}
     for i, a in enumerate(POSE_AXES):
@@ -211,7 +209,7 @@ def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.nd
 
 
 def variance_growth(
-    series: list[ErrorSeries], model: PoseErrorModel, alpha: float = TREND_ALPHA
+    series: list[ErrorSeries], model: PoseErrorModel
 ) -> dict[str, AxisVarianceGrowth]:
     """Per axis: does the segment variance outgrow the model's with segment length?"""
     var, lengths = [], []
@@ -224,7 +222,7 @@ def variance_growth(
         lengths.append(span[ok])
     v, length = np.concatenate(var), np.concatenate(lengths)
     k = length.size
-    level = alpha / len(POSE_AXES)
+    level = TREND_ALPHA / len(POSE_AXES)
     nan = float("nan")
     if k < 5:
         return {a: AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level) for a in POSE_AXES}

@@ -269,9 +269,7 @@ class QProfile:
 
     def q(self, s2: np.ndarray) -> np.ndarray:
         """Q at every s² (any shape)."""
-        s2 = np.asarray(s2, dtype=float)
-        w = 1.0 / (s2[..., None] + self.lam)
-        return np.maximum(np.sum(w * self._residuals(w) ** 2, axis=-1), 0.0)
+        return np.maximum(self._q_slope(s2)[0], 0.0)
 
     def cdf(self, s: np.ndarray) -> np.ndarray:
         """``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s))``; s in the axis unit, ≥ 0."""

@@ -3,7 +3,7 @@
 φ = (time offset δ (s), world rotation ε, translation t (m), body rotation β (rad))
 is fitted by Gauss-Newton GLS, every column whitened by the model's Kalman filter
 (:mod:`whiten`); ``planar`` keeps ε and β about z, ``none`` fits δ alone; a group
-shares the frame and one δ (``pooled``) or one each. The regressors come from the
+shares the frame and one δ. The regressors come from the
 reference, so a rough θ costs efficiency, not consistency. docs/POSE_ERROR.md
 ("Time offset and frame")."""
 
@@ -211,7 +211,7 @@ def _normal_equations(
 
 def refine(
     pairs: list[tuple[PoseTrack, PoseTrack]], offsets_s: list[float], frame: Frame,
-    starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True, pooled: bool = True,
+    starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True,
     max_gap_s: float | None = None, max_iter: int = 12, fit_frame: bool = True,
     wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
@@ -220,23 +220,20 @@ def refine(
     ``pairs``: (sensor, reference) tracks; ``offsets_s``: starting (or given) offsets (s);
     ``frame``: the starting frame (its ``mode`` says what is fitted); ``starts``: each
     session's relocalization times after its first sample (s, sensor clock); ``params``:
-    (6, 4) error-model parameters weighting the fit; ``pooled``: one offset for all
-    (starting equal); ``wrong``: per session, the first-sample times of its wrong
-    relocalizations' segments, whose offsets stay free. Returns the estimate and its
-    covariance."""
+    (6, 4) error-model parameters weighting the fit; ``estimate_offset``: one offset for
+    all, starting at their mean (else each kept); ``wrong``: per session, the
+    first-sample times of its wrong relocalizations' segments, whose offsets stay free.
+    Returns the estimate and its covariance."""
     wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [
         _Session(sen.only_valid(), ref.interpolator(), st, w)
         for (sen, ref), st, w in zip(pairs, starts, wrong, strict=True)
     ]
-    n_s = len(sessions)
     offsets = np.asarray(offsets_s, dtype=float).copy()
-    if pooled and estimate_offset and np.ptp(offsets) > 0:
+    if estimate_offset and np.ptp(offsets) > 0:
         offsets[:] = offsets.mean()
-    n_delta = (1 if pooled else n_s) if estimate_offset else 0
-    col = np.full(n_s, -1)
-    if estimate_offset:
-        col = np.zeros(n_s, dtype=int) if pooled else np.arange(n_s)
+    n_delta = int(estimate_offset)
+    col = np.full(len(sessions), 0 if estimate_offset else -1)
     eps_i, n_t, beta_i = _frame_columns(frame.mode)
     n_frame = len(eps_i) + n_t + len(beta_i) if fit_frame else 0
     n_par = n_delta + n_frame

@@ -23,8 +23,7 @@ def _scale(axis: str) -> tuple[float, str]:
 
 
 def plot_error_bands(
-    series: ErrorSeries, params: np.ndarray, path: str | Path, n_draws: int = 400, seed: int = 0,
-    title: str = "",
+    series: ErrorSeries, params: np.ndarray, path: str | Path, n_draws: int = 400, seed: int = 0
 ) -> Path:
     """Error over time with the model's pointwise bands; returns the PNG path."""
     sims = simulate_errors(params, series.t_s, series.reloc, n_draws, seed)
@@ -41,9 +40,7 @@ def plot_error_bands(
         ax.set_ylabel(f"{a} [{unit}]")
     axs[-1].set_xlabel("time from the session start [s]")
     axs[0].set_title(
-        title
-        or f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), "
-        "relocalizations (red)"
+        f"{series.name}: error (black) in model bands 95 % / 99.14 % (blue), relocalizations (red)"
     )
     return save_png(fig, path, 90)
 

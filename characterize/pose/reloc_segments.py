@@ -17,6 +17,7 @@ REVERT_S = 0.5
 """Excursions that revert within this time (s) are not steps."""
 WINDOW_S = 0.5
 """Duration (s) of the windows whose means give the level before and after a step."""
+MIN_SEPARATION = 5  # fewest samples between two detected steps (the larger one is kept)
 LEVEL_ALPHA = 0.01
 """A step's level change must exceed the χ²₆ quantile at this level, scaled by the
 robust spread (median, 1.4826·MAD) of the same level change at every sample."""
@@ -45,13 +46,11 @@ class Segmentation:
         }
 
 
-def detect_jumps(
-    t_s: np.ndarray, error: np.ndarray, alpha: float = JUMP_ALPHA, min_separation: int = 5,
-    revert_s: float = REVERT_S, window_s: float = WINDOW_S,
-) -> np.ndarray:
+def detect_jumps(t_s: np.ndarray, error: np.ndarray) -> np.ndarray:
     """Bool mask (N,): True at the first sample after each detected step (a one-sample jump
-    at ``alpha / N`` whose level persists across ``revert_s``/``window_s`` s; near either
-    end, where a window is empty, the level change is the jump itself). docs/POSE_ERROR.md."""
+    at ``JUMP_ALPHA / N`` whose level persists across :data:`REVERT_S`/:data:`WINDOW_S`;
+    near either end, where a window is empty, the level change is the jump itself).
+    docs/POSE_ERROR.md."""
     t_s = np.asarray(t_s, dtype=np.float64)
     e = np.asarray(error, dtype=np.float64)
     d = np.diff(e, axis=0)
@@ -64,8 +63,8 @@ def detect_jumps(
     mad = 1.4826 * np.median(np.abs(d - med), axis=0)
     mad = np.where(mad > 0, mad, np.inf)
     stat = np.sum(((d - med) / mad) ** 2, axis=1)
-    thr = chdtri(d.shape[1], alpha / d.shape[0])  # χ² quantile, upper tail alpha/N
-    level = _level_changes(t_s, e, revert_s, window_s)
+    thr = chdtri(d.shape[1], JUMP_ALPHA / d.shape[0])  # χ² quantile, upper tail alpha/N
+    level = _level_changes(t_s, e)
     ok = np.all(np.isfinite(level), axis=1)
     lmed = np.median(level[ok], axis=0) if ok.any() else np.zeros(e.shape[1])
     lmad = 1.4826 * np.median(np.abs(level[ok] - lmed), axis=0) if ok.any() else mad
@@ -81,22 +80,22 @@ def detect_jumps(
     cand = np.array(cand, dtype=int)
     kept: list[int] = []
     for i in cand[np.argsort(-stat[cand])]:
-        if all(abs(i - j) >= min_separation for j in kept):
+        if all(abs(i - j) >= MIN_SEPARATION for j in kept):
             kept.append(int(i))
     out[np.array(kept, dtype=int) + 1] = True
     return out
 
 
-def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: float) -> np.ndarray:
+def _level_changes(t_s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """``(N-1, A)``: mean over the window after each step minus the window before (nan if empty).
 
-    Step i is between samples i and i+1; the windows are ``[t_i − revert_s − window_s,
-    t_i − revert_s]`` and ``[t_{i+1} + revert_s, t_{i+1} + revert_s + window_s]``."""
+    Step i is between samples i and i+1; the windows are ``[t_i − REVERT_S − WINDOW_S,
+    t_i − REVERT_S]`` and ``[t_{i+1} + REVERT_S, t_{i+1} + REVERT_S + WINDOW_S]``."""
     c = np.vstack([np.zeros((1, e.shape[1])), np.cumsum(e, axis=0)])
-    b0 = np.searchsorted(t_s, t_s[:-1] - revert_s - window_s)
-    b1 = np.searchsorted(t_s, t_s[:-1] - revert_s, side="right")
-    a0 = np.searchsorted(t_s, t_s[1:] + revert_s)
-    a1 = np.searchsorted(t_s, t_s[1:] + revert_s + window_s, side="right")
+    b0 = np.searchsorted(t_s, t_s[:-1] - REVERT_S - WINDOW_S)
+    b1 = np.searchsorted(t_s, t_s[:-1] - REVERT_S, side="right")
+    a0 = np.searchsorted(t_s, t_s[1:] + REVERT_S)
+    a1 = np.searchsorted(t_s, t_s[1:] + REVERT_S + WINDOW_S, side="right")
     nb, na = (b1 - b0)[:, None], (a1 - a0)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         before = np.where(nb > 0, (c[b1] - c[b0]) / nb, np.nan)
@@ -104,12 +103,10 @@ def _level_changes(t_s: np.ndarray, e: np.ndarray, revert_s: float, window_s: fl
     return after - before
 
 
-def segment(
-    t_s: np.ndarray, error: np.ndarray, flags: np.ndarray | None = None, alpha: float = JUMP_ALPHA
-) -> Segmentation:
+def segment(t_s: np.ndarray, error: np.ndarray, flags: np.ndarray | None = None) -> Segmentation:
     """Segment by the stream's RELOCALIZED flags when present, else by detected jumps."""
     t_s = np.asarray(t_s, dtype=np.float64)
-    detected = detect_jumps(t_s, error, alpha)
+    detected = detect_jumps(t_s, error)
     det_times = t_s[1:][detected[1:]]
     marked = None if flags is None else (np.asarray(flags) & RELOCALIZED_FLAG) > 0
     if marked is not None and marked[1:].any():

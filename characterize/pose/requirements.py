@@ -4,11 +4,9 @@ bounded for the verdict (holds, fails, cannot tell). docs/POSE_ERROR.md ("The ve
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-import numba
 import numpy as np
 
 from sensorbench.characterize.pose.drift import segment_lengths
@@ -93,19 +91,15 @@ class RequirementPrediction:
     def to_dict(self) -> dict:
         """JSON-ready."""
         r = self.requirement
+        own = {f.name: getattr(self, f.name) for f in fields(RequirementPrediction)[1:]}
         return {
             "requirement": r.text,
             "axis": r.axis,
             "statistic": r.stat,
             "threshold": r.threshold,
             "unit": AXIS_UNITS[r.axis],
-            "horizon_s": self.horizon_s,
-            "confidence": self.confidence,
-            "predicted_quantile": self.predicted_quantile,
-            "predicted_median": self.predicted_median,
+            **own,
             "predicted_90": list(self.predicted_90),
-            "prob_within": self.prob_within,
-            "n_draws": self.n_draws,
         }
 
 
@@ -237,87 +231,6 @@ def _columns(requirements: list[Requirement], h: _Horizons) -> list[tuple[int, s
     return [(h.axes.index(POSE_AXES.index(r.axis)), r.stat) for r in requirements]
 
 
-def _statistic(e: np.ndarray, column: int, stat: str) -> np.ndarray:
-    """``(B,)`` statistic ``stat`` of ``|e|`` over the samples of series ``(B, N, A)``."""
-    if stat in _LEVELS:
-        return abs_quantile(e, column, _LEVELS[stat])
-    x = np.abs(e[:, :, column])
-    if stat == "rms":
-        return np.sqrt(np.mean(x**2, axis=1))
-    return x.max(axis=1)
-
-
-@numba.njit(cache=True)
-def _select(buf: np.ndarray, k: int) -> None:
-    """Reorder ``buf`` so that ``buf[k]`` is its k-th smallest, nothing larger before it
-    and nothing smaller after it (Hoare quickselect, median-of-three pivot)."""
-    lo, hi = 0, buf.size - 1
-    while hi > lo:
-        mid = (lo + hi) >> 1
-        a, b, c = buf[lo], buf[mid], buf[hi]
-        if a > b:
-            a, b = b, a
-        if b > c:
-            b = c
-        pivot = max(a, b)
-        i, j = lo, hi
-        while i <= j:
-            while buf[i] < pivot:
-                i += 1
-            while buf[j] > pivot:
-                j -= 1
-            if i <= j:
-                buf[i], buf[j] = buf[j], buf[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return
-
-
-@numba.njit(cache=True)
-def _abs_quantile(e: np.ndarray, column: int, q: float) -> np.ndarray:
-    b, n = e.shape[0], e.shape[1]
-    out = np.empty(b)
-    virtual = (n - 1) * q
-    prev = min(max(math.floor(virtual), 0), n - 1)
-    nxt = min(prev + 1, n - 1)
-    gamma = virtual - prev
-    buf = np.empty(n)
-    for r in range(b):
-        has_nan = False
-        for j in range(n):
-            v = abs(e[r, j, column])
-            has_nan |= v != v
-            buf[j] = v
-        if has_nan:
-            out[r] = np.nan
-            continue
-        _select(buf, prev)
-        lo = buf[prev]
-        hi = lo
-        if nxt > prev:
-            hi = buf[prev + 1]
-            for j in range(prev + 2, n):
-                hi = min(hi, buf[j])
-        diff = hi - lo
-        out[r] = hi - diff * (1.0 - gamma) if gamma >= 0.5 else lo + diff * gamma
-    return out
-
-
-def abs_quantile(e: np.ndarray, column: int, q: float) -> np.ndarray:
-    """``(B,)`` the ``q`` quantile of ``|e[b, :, column]|`` for every series b of ``(B, N, A)``:
-    exactly ``np.quantile(np.abs(e[:, :, column]), q, axis=1)`` (numpy's "linear" method; nan
-    for a series holding a nan), compiled, without the copies numpy makes of a strided column:
-    each series gathered into a small buffer, the order statistic found by quickselect."""
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile level must be in [0, 1], got {q}")
-    return _abs_quantile(np.asarray(e, dtype=np.float64), int(column), float(q))
-
-
 def _quantile_per_set(
     h: _Horizons, sets: np.ndarray, columns: list[tuple[int, str]], level: float, n_horizons: int,
     rng: np.random.Generator, session_sd: np.ndarray | None,
@@ -343,7 +256,7 @@ def _quantile_per_set(
             i1 = min(p.shape[0], i0 + batch)
             e = simulate_errors(p[i0:i1], h.t, reloc, i1 - i0, rng, session_sd, all_streams[i0:i1])
             for n, (c, s) in enumerate(columns):
-                cols[i0:i1, n] = _statistic(e, c, s)
+                cols[i0:i1, n] = horizon_statistics(np.abs(e[:, :, [c]]), (s,))[s][:, 0]
         stats.append(cols.reshape(b, k, len(columns)))
     return np.quantile(np.concatenate(stats, axis=1), level, axis=1)
 

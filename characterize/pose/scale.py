@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 from scipy.stats import t as student_t
 
+from sensorbench.characterize.pose.align import planar_fit, umeyama
 from sensorbench.errors import FitError
 
 N_BLOCKS = 20
@@ -27,22 +27,12 @@ def similarity_fit(
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """``(s, R (3,3), t (3,))`` with ``dst ≈ s R src + t`` (Sim(3); Sim(2) if planar).
 
-    R is Umeyama's (the SVD of the cross-covariance; yaw only when planar); s is the
-    regression of ``src`` on ``dst`` (``Σ|b|² / Σ<R a, b>``, centred, x-y only when
-    planar; docs/POSE_ERROR.md, SCALE); ``t = μ_dst − s R μ_src``."""
+    R is the rigid fit's (:func:`_rigid`); s is the regression of ``src`` on ``dst``
+    (``Σ|b|² / Σ<R a, b>``, centred, x-y only when planar; docs/POSE_ERROR.md, SCALE);
+    ``t = μ_dst − s R μ_src``."""
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
-    a, b = src - mu_s, dst - mu_d
-    if planar:
-        a2, b2 = a[:, :2], b[:, :2]
-        yaw = np.arctan2(np.sum(a2[:, 0] * b2[:, 1] - a2[:, 1] * b2[:, 0]), np.sum(a2 * b2))
-        rot = Rotation.from_euler("z", yaw).as_matrix()
-    else:
-        u, _, vt = np.linalg.svd(b.T @ a)
-        sgn = np.eye(3)
-        if np.linalg.det(u) * np.linalg.det(vt) < 0:
-            sgn[2, 2] = -1.0
-        rot = u @ sgn @ vt
-    ap, bp = _plane(a, planar), _plane(b, planar)
+    rot, _ = _rigid(src, dst, planar)
+    ap, bp = _plane(src - mu_s, planar), _plane(dst - mu_d, planar)
     den = float(np.sum((ap @ _plane_rot(rot, planar).T) * bp))
     s = float(np.sum(bp * bp) / den) if den > 0 else float("nan")
     return s, rot, mu_d - s * rot @ mu_s
@@ -124,12 +114,13 @@ def scale_check(
     if not sessions:
         raise FitError("no sessions for the scale check")
     groups = [[i] for i in range(len(sessions))] if per_session else [list(range(len(sessions)))]
-    num = den = 0.0
+    num = den = rigid = 0.0
     rots, centres = {}, {}
     for g in groups:
         src = np.concatenate([sessions[i][2] for i in g])
         dst = np.concatenate([sessions[i][3] for i in g])
-        _, rot, _ = similarity_fit(src, dst, planar)
+        rot, t_rigid = _rigid(src, dst, planar)
+        rigid += _residual(src, dst, 1.0, rot, t_rigid) ** 2 * src.shape[0]
         mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
         a, b = _plane(src - mu_s, planar), _plane(dst - mu_d, planar)
         num += float(np.sum(b * b))
@@ -154,7 +145,6 @@ def scale_check(
         t_sim = mu_d - scale * full @ mu_s
         sim += _residual(src, dst, scale, full, t_sim) ** 2 * src.shape[0]
         n_all += src.shape[0]
-    rig = _rigid_residual(sessions, groups, planar)
     u_blocks = np.concatenate(sums)
     k = u_blocks.size
     if k >= 2:
@@ -163,26 +153,15 @@ def scale_check(
     else:
         se = half = float("nan")
     return ScaleCheck(
-        scale, (scale - half, scale + half), se, k, block, tolerance, planar, rig,
-        float(np.sqrt(sim / n_all)), session_scales,
+        scale, (scale - half, scale + half), se, k, block, tolerance, planar,
+        float(np.sqrt(rigid / n_all)), float(np.sqrt(sim / n_all)), session_scales,
     )
 
 
-def _rigid_residual(
-    sessions: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]], groups: list[list[int]],
-    planar: bool,
-) -> float:
-    """RMS position residual (m) of the rigid (scale 1) alignment of every group."""
-    from sensorbench.characterize.pose.align import planar_fit, umeyama
-
-    sq, n = 0.0, 0
-    for g in groups:
-        src = np.concatenate([sessions[i][2] for i in g])
-        dst = np.concatenate([sessions[i][3] for i in g])
-        rot, t = planar_fit(src, dst) if planar else umeyama(src, dst)
-        sq += _residual(src, dst, 1.0, rot, t) ** 2 * src.shape[0]
-        n += src.shape[0]
-    return float(np.sqrt(sq / n))
+def _rigid(src: np.ndarray, dst: np.ndarray, planar: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Rotation (3, 3) and translation (3,) m of the rigid fit ``dst ≈ R src + t``: Umeyama's,
+    yaw only when planar."""
+    return planar_fit(src, dst) if planar else umeyama(src, dst)
 
 
 def _plane(x: np.ndarray, planar: bool) -> np.ndarray:

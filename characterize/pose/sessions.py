@@ -473,17 +473,14 @@ def prepare_campaign(
     sources = sources or [""] * len(tracks)
     mode = "none" if align == "none" else ("planar" if planar else "se3")
     estimate = offset_s is None
-    step = XCORR_STEP_S
     xcorr = [
-        estimate_time_offset(
-            sen, ref, max_offset_s, coarse_step_s=step, fine_step_s=step, max_gap_s=max_gap_s
-        )
+        estimate_time_offset(sen, ref, max_offset_s, step_s=XCORR_STEP_S, max_gap_s=max_gap_s)
         if estimate
         else (float(offset_s or 0.0), float("nan"))
         for sen, ref in tracks
     ]
     first = [
-        align_sessions([tr], mode, off, max_offset_s, max_gap_s)[0]
+        align_sessions([tr], mode, off, max_gap_s)[0]
         for tr, (off, _) in zip(tracks, xcorr, strict=True)
     ]
     start = [

@@ -36,10 +36,6 @@ class Reason:
     subject: str  # the axis, the session, or "campaign"
     message: str
 
-    def to_dict(self) -> dict:
-        """JSON-ready."""
-        return asdict(self)
-
     def __str__(self) -> str:
         return f"{self.code} {self.subject}: {self.message}"
 
@@ -131,7 +127,7 @@ class Verdict:
             "passed": self.passed,
             "model": {
                 "passed": self.model_ok,
-                "reasons": [r.to_dict() for r in self.reasons()],
+                "reasons": [asdict(r) for r in self.reasons()],
                 "align": self.align,
                 "stationarity": {a: v.to_dict() for a, v in self.stationarity.items()},
                 "trend": {a: v.to_dict() for a, v in self.trend.items()},
