@@ -55,6 +55,9 @@ class FoxgloveView:
         anchor_ns: (wall-clock ns, monotonic ns) of one instant: maps data times to
             the wall clock.
         queue_size: items waiting for the view thread at most.
+
+    Attributes:
+        last_error: the last item the view failed on (the status line shows it), or None.
     """
 
     def __init__(self, host: str, port: int, lidars: Mapping[str, Mount],
@@ -66,6 +69,7 @@ class FoxgloveView:
         self.queue = DropQueue(queue_size)
         self.published: dict[str, int] = {}
         self.latencies = LatencyLog()
+        self.last_error: str | None = None
         self._server: Any = None
         self._gate: SubprotocolGate | None = None
         self._ctx: Any = None
@@ -166,8 +170,9 @@ class FoxgloveView:
             what, name, payload, extra = item
             try:
                 getattr(self, f"_{what}")(name, payload, extra)
-            except Exception:  # a bad item must not end the view: counted
+            except Exception as exc:  # a bad item must not end the view: counted, reported
                 self._count("errors")
+                self.last_error = f"live-view: {what}: {exc!r}"
 
     def _count(self, topic: str) -> None:
         self.published[topic] = self.published.get(topic, 0) + 1

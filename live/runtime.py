@@ -26,7 +26,6 @@ from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
-from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
@@ -36,6 +35,7 @@ from sensorbench.logs import LidarTurns, SessionWriter
 
 if TYPE_CHECKING:
     from sensorbench.drivers.capture import CaptureResult
+    from sensorbench.live.foxglove_view import FoxgloveView
 
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
@@ -248,6 +248,8 @@ class LiveRuntime:
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
+            from sensorbench.live.foxglove_view import FoxgloveView  # foxglove only if asked
+
             view = FoxgloveView(*self.options.foxglove, self.mounts, self.anchor_ns)
             view.start()
             self.view = view
@@ -361,7 +363,7 @@ class LiveRuntime:
             t0, s0 = self._rate
             now = time.monotonic()
             self._rate = (now, steps)
-        workers = (odo, self.merge, self.udp, self.ros2)
+        workers = (odo, self.merge, self.udp, self.ros2, self.view)
         errors = [e for e in (self.setup_error, *(getattr(w, "last_error", None) for w in workers))
                   if e]  # fmt: skip
         return LiveStatus(
