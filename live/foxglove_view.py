@@ -55,9 +55,6 @@ class FoxgloveView:
         anchor_ns: (wall-clock ns, monotonic ns) of one instant: maps data times to
             the wall clock.
         queue_size: items waiting for the view thread at most.
-
-    Attributes:
-        last_error: the last item the view failed on (the status line shows it), or None.
     """
 
     def __init__(self, host: str, port: int, lidars: Mapping[str, Mount],
@@ -69,7 +66,7 @@ class FoxgloveView:
         self.queue = DropQueue(queue_size)
         self.published: dict[str, int] = {}
         self.latencies = LatencyLog()
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # the last item it failed on: the status shows it
         self._server: Any = None
         self._gate: SubprotocolGate | None = None
         self._ctx: Any = None

@@ -69,19 +69,9 @@ class LiveOptions:
 
 @dataclass(frozen=True)
 class LiveStatus:
-    """A snapshot of the runtime for the status line and ``/status``.
-
-    Attributes:
-        steps, frames: filter steps and frames filtered so far.
-        steps_per_s: filter steps per second since the previous snapshot.
-        coasting: no pod frame for longer than the coasting threshold.
-        merged: merged scans so far.
-        unpaired: per merge lidar, turns without a partner.
-        view_dropped: view messages dropped (the viewer fell behind).
-        udp_sent, udp_dropped: pose datagrams sent and dropped.
-        errors: the workers' last errors.
-        port: the Foxglove server's port, or None.
-    """
+    """A snapshot of the runtime's counters (totals so far) for the status line and
+    ``/status``; ``steps_per_s`` since the previous snapshot, ``unpaired`` per merge
+    lidar, ``errors`` the workers' last ones, ``port`` the view's (or None)."""
 
     steps: int
     frames: int
@@ -249,7 +239,6 @@ class LiveRuntime:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
             from sensorbench.live.foxglove_view import FoxgloveView  # foxglove only if asked
-
             view = FoxgloveView(*self.options.foxglove, self.mounts, self.anchor_ns)
             view.start()
             self.view = view
