@@ -83,7 +83,6 @@ _NO_LAW = (np.empty((0, 3)), np.zeros(3), np.empty((3, 0)))
 _NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
            np.empty((3, 0)), np.zeros(2), np.empty((0, 0)))  # fmt: skip
 _NO_FIXES = (np.empty(0, np.int64), np.empty(0), np.empty(0))
-_NO_AID = (_NO_FIXES,) * 3
 
 
 def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
@@ -344,10 +343,11 @@ class SplitFilter:
                 out of time order.
         """
         model = state.model
-        t, inc = _shaped(np.append(state.t_s, chunk.t_s), chunk.body_increments)
+        t = np.concatenate(([state.t_s], np.asarray(chunk.t_s, dtype=float)))
+        t, inc = _shaped(t, chunk.body_increments)
         odo = None if state.odometry is None else dead_reckon(inc, state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
-        fixes = _NO_AID if aid is None else tuple(_fixes(aid[a]) for a in _ORDER)
+        fixes = (_NO_FIXES,) * 3 if aid is None else tuple(_fixes(aid[a]) for a in _ORDER)
         drift, pose_error = model.drift, state.pose_error
         kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
         if isinstance(drift, PodSlip):
