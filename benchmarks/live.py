@@ -104,7 +104,8 @@ class Run:
         per_frame: datagrams per frame written over the counted window.
         cpu_pct: the program's CPU over the counted window (% of one core).
         startup_cpu_s: its CPU (s) from the spawn to the counted window.
-        threads_pct: per thread name, its CPU over the counted window (% of one core).
+        threads_pct: per thread name, its CPU over the counted window (% of one core) and
+            its wake-ups (voluntary context switches) per second.
         inside_ms: ``live``'s own p50 and p99 (ms) from a pod batch decoded to its
             datagrams sent (its ``--json`` summary, the whole run after the warm-up).
         error: why the run failed, or None.
@@ -114,13 +115,14 @@ class Run:
     per_frame: float
     cpu_pct: float
     startup_cpu_s: float = float("nan")
-    threads_pct: dict[str, float] = field(default_factory=dict)
+    threads_pct: dict[str, tuple[float, float]] = field(default_factory=dict)
     inside_ms: tuple[float, float] = (float("nan"), float("nan"))
     error: str | None = None
 
 
-Cpu = tuple[float, dict[str, float]]
-"""(process CPU s, {thread "name/tid": CPU s}): user + system, from ``/proc``."""
+Cpu = tuple[float, dict[str, tuple[float, int]]]
+"""(process CPU s, {thread "name/tid": (CPU s, voluntary context switches)}): user + system,
+from ``/proc``."""
 
 
 def _stat_cpu(path: Path) -> tuple[str, float]:
@@ -137,11 +139,13 @@ def _cpu(pid: int) -> Cpu:
         total = _stat_cpu(Path(f"/proc/{pid}/stat"))[1]
     except OSError:
         return float("nan"), {}
-    threads: dict[str, float] = {}
+    threads: dict[str, tuple[float, int]] = {}
     for task in Path(f"/proc/{pid}/task").glob("*"):
         with contextlib.suppress(OSError):
             comm, s = _stat_cpu(task / "stat")
-            threads[f"{comm}/{task.name}"] = s
+            status = (task / "status").read_text()
+            woken = int(status.split("\nvoluntary_ctxt_switches:")[1].split()[0])
+            threads[f"{comm}/{task.name}"] = (s, woken)
     return total, threads
 
 
@@ -190,10 +194,12 @@ def _window(got: list[tuple[int, bytes]], cpu: list[tuple[int, Cpu]]) -> tuple[i
         return t0, t1, Run(np.zeros(0), float("nan"), float("nan"))
     (a, (ca, ta)), (b, (cb, tb)) = inside[0], inside[-1]
     pct = 100.0 / ((b - a) / 1e9)
-    threads = {k.split("/")[0]: 0.0 for k in tb}
-    for k, v in tb.items():  # threads of one name summed (the A1 readers...)
-        threads[k.split("/")[0]] += pct * (v - ta.get(k, 0.0))
-    return t0, t1, Run(np.zeros(0), float("nan"), pct * (cb - ca), ca, threads)
+    threads = {k.split("/")[0]: np.zeros(2) for k in tb}
+    for k, (s, n) in tb.items():  # threads of one name summed (the A1 readers...)
+        s0, n0 = ta.get(k, (0.0, 0))
+        threads[k.split("/")[0]] += pct * np.array([s - s0, (n - n0) / 100])
+    per_s = {k: (float(v[0]), float(v[1])) for k, v in threads.items()}
+    return t0, t1, Run(np.zeros(0), float("nan"), pct * (cb - ca), ca, per_s)
 
 
 def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: PtyPort) -> Run:
@@ -426,9 +432,9 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult("live", "whole emulated robot: live start-up CPU", robot.startup_cpu_s,
                     "s", None, False, "spawn → the counted window: imports, numba cache, "
                     f"bring-up, {WARMUP_S:g} s of datagrams after the first"),
-        *(BenchResult("live", f"whole emulated robot: thread {k}", v, "% of one core", None,
-                      False)
-          for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1]) if v >= 0.05),
+        *(BenchResult("live", f"whole emulated robot: thread {k}{what}", v[i], unit, None, False)
+          for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1][0])
+          if v[0] >= 0.05 for i, what, unit in ((0, "", "% of one core"), (1, ", wake-ups", "/s"))),
         *(BenchResult("live", f"pod reader per frame, {n} a read: {k}", v, "µs CPU", None,
                       False, "in process; all: the decode, host times, the batch, the live "
                       "worker with the step, UDP" if k == "all" else "in process")

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,8 +26,8 @@ the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
 
 class PodProtocol(DeviceProtocol):
     """Decodes the pod MCU's bytes (the frame layout as :class:`PodStreamParser`'s) into
-    encoder frames (the link records the raw bytes), with extra stream ``attrs``;
-    ``keep_frames`` also keeps them in memory. ``clock_slope``: host s per device s
+    encoder frames (the link records the raw bytes), with extra stream ``attrs``.
+    ``clock_slope``: host s per device s
     before the clock fit converges (1.0 for hardware, 1/speed for an emulator); the fit
     stays within :data:`MAX_CLOCK_DRIFT` of it.
     """
@@ -44,7 +43,6 @@ class PodProtocol(DeviceProtocol):
         protocol: str = "binary",
         attrs: dict[str, Any] | None = None,
         clock_slope: float = 1.0,
-        keep_frames: bool = False,
     ) -> None:
         self.parser = PodStreamParser(n_pods, counter_bits, protocol)
         self.wire = f"pods-{self.parser.variant}"
@@ -52,9 +50,6 @@ class PodProtocol(DeviceProtocol):
             modulus=None, tick_ns=1, nominal_slope=clock_slope, max_drift=MAX_CLOCK_DRIFT
         )
         self.attrs = dict(attrs or {})
-        self.keep_frames = keep_frames
-        self.batches: list[EncoderBatch] = []
-        self._batches_lock = threading.Lock()
         self._last_host_ns = np.iinfo(np.int64).min
         self._lost = np.zeros(n_pods + 1, np.int64)  # cumulative errors + overruns reported
 
@@ -95,9 +90,6 @@ class PodProtocol(DeviceProtocol):
             writer.append_encoder(self.link.name, batch)
             if self.parser.stats.resets > resets_before:
                 self.link.event(t_ns, "note", "pod MCU restarted (its clock went backwards)")
-        if self.keep_frames:
-            with self._batches_lock:
-                self.batches.append(batch)
         return n
 
     def reset(self) -> None:
@@ -167,18 +159,3 @@ class PodProtocol(DeviceProtocol):
                 host.append(last)
         self._last_host_ns = last
         return np.array(host, np.int64)
-
-    def collected(self) -> EncoderBatch:
-        """Every frame kept so far (``keep_frames=True``), as one batch."""
-        with self._batches_lock:
-            parts = list(self.batches)
-        if not parts:
-            n_pods = self.parser.n_pods
-            empty = np.zeros(0, np.int64)
-            return EncoderBatch(empty, empty, empty, np.zeros((0, n_pods)), empty, empty)
-        return EncoderBatch(
-            *(
-                np.concatenate([getattr(b, f) for b in parts])
-                for f in ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate")
-            )
-        )

@@ -78,6 +78,8 @@ class SerialPort:
                     time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
                 break
             chunks.append(data)
+            if len(data) < 1 << 16:  # the tty had no more: no second read to hear EAGAIN
+                break
         return b"".join(chunks)
 
     def _check_present(self) -> None:

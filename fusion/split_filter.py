@@ -347,7 +347,7 @@ class SplitFilter:
         t, inc = _shaped(t, chunk.body_increments)
         odo = None if state.odometry is None else dead_reckon(inc, state.odometry)
         aid, queue = self._aid(state, chunk.aiding, t, odo)
-        fixes = tuple(_NO_FIXES if f is None else _fixes(f) for f in map(aid.get, _ORDER))
+        fixes = (_NO_FIXES,) * 3 if aid is None else tuple(_fixes(aid[a]) for a in _ORDER)
         drift, pose_error = model.drift, state.pose_error
         kind, given, law = 0, (_NO_STEPS, _NO_STEPS), _NO_LAW
         if isinstance(drift, PodSlip):
@@ -364,8 +364,8 @@ class SplitFilter:
         try:
             out = _split_chunk(
                 t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
-                (self._consts, tuple(a.carry for a in axes)),
-                tuple(a.history for a in axes), fixes,
+                (self._consts, (state.theta.carry, state.x.carry, state.y.carry)),
+                (state.theta.history, state.x.history, state.y.history), fixes,
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc
@@ -399,8 +399,8 @@ class SplitFilter:
 
     def _aid(
         self, state: FilterState, aiding: Aiding | None, t: np.ndarray, odo: np.ndarray | None
-    ) -> tuple[dict[str, AxisAid | None], AidQueue | None]:
-        """Per-axis fixes for the frames ``t`` (K+1,) and the queue left for later ones."""
+    ) -> tuple[dict[str, AxisAid] | None, AidQueue | None]:
+        """Per-axis fixes for the frames ``t`` (K+1,), None if none, and the queue left."""
         queue = state.aid
         if aiding is not None:
             if self.aid_model is None:
@@ -412,8 +412,8 @@ class SplitFilter:
                 )
             queue = queue.add(aiding, state.t_s)
         if queue is None or odo is None or self.aid_model is None or queue.t_s.size == 0:
-            return dict.fromkeys(AXES), queue
+            return None, queue
         if queue.t_s[0] > t[-1]:  # none due by these frames (most live steps): nothing to take
-            return dict.fromkeys(AXES), queue
+            return None, queue
         queue, fixes = queue.take(t, odo, self.aid_model)
-        return {a: fixes[a] for a in AXES}, queue
+        return fixes, queue

@@ -66,6 +66,7 @@ class FoxgloveView:
         self.queue = DropQueue(queue_size)
         self.published: dict[str, int] = {}
         self.latencies = LatencyLog()
+        self.last_error: str | None = None  # the last item it failed on: the status shows it
         self._server: Any = None
         self._gate: SubprotocolGate | None = None
         self._ctx: Any = None
@@ -166,8 +167,9 @@ class FoxgloveView:
             what, name, payload, extra = item
             try:
                 getattr(self, f"_{what}")(name, payload, extra)
-            except Exception:  # a bad item must not end the view: counted
+            except Exception as exc:  # a bad item must not end the view: counted, reported
                 self._count("errors")
+                self.last_error = f"live-view: {what}: {exc!r}"
 
     def _count(self, topic: str) -> None:
         self.published[topic] = self.published.get(topic, 0) + 1

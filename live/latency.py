@@ -30,9 +30,6 @@ class LatencyLog:
             self.n += 1
             self.max_ns = max(self.max_ns, x)
 
-    def __bool__(self) -> bool:
-        return self.n > 0
-
     def summary(self) -> dict[str, float | int]:
         """p50, p99 and max (ms) and the count; a percentile is its bin's geometric middle
         (capped at the maximum); nan without samples."""

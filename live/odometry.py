@@ -49,6 +49,8 @@ RECORD_S = 0.1
 """Longest time (s) a step's estimate is held before it is appended to the session."""
 AID_WAIT_S = 0.25
 """Longest wait (s) for the pose stream before frames are filtered without it."""
+COAST_S = 0.1
+"""Silence of the pod stream (s) after which the prediction is published, once per this."""
 
 
 def estimate_rows(
@@ -151,15 +153,13 @@ class OdometryWorker:
         stream_attrs: the pod stream's attributes (``clock_nominal_slope``, wrapping).
         publish: called once per step (:data:`Publisher`); must not block.
         aid_period_s: the pose sensor's period Δt_aid (s), needed with an aid model.
-        coast_s: silence of the pod stream after which predictions are published (s).
     """
 
     def __init__(self, models: OdometryModels, stream_attrs: dict[str, Any], publish: Publisher,
-                 aid_period_s: float | None = None, coast_s: float = 0.1) -> None:
+                 aid_period_s: float | None = None) -> None:
         self.models = models
         self.publish = publish
         self.aid_period_s = aid_period_s
-        self.coast_s = coast_s
         w = models.geometry.W  # a property computed on each read: once here
         self._inverse = increments_inverse(w).tolist()
         self.stream = OdometryStream.for_stream(stream_attrs, w.shape[0])
@@ -214,7 +214,7 @@ class OdometryWorker:
                 self.counters.last_error = f"live-odometry did not stop within {timeout_s:g} s"
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.coast_s / 2):
+        while not self._stopping.wait(COAST_S / 2):
             self._locked(None)
         self._locked(_STOP)
 
@@ -380,13 +380,13 @@ class OdometryWorker:
         self.publish(datagrams, velocity_var, arrivals)
 
     def _coast(self) -> None:
-        """While the pods are silent: publish the prediction every ``coast_s``."""
+        """While the pods are silent: publish the prediction every :data:`COAST_S`."""
         state = self._state
         now = time.monotonic_ns()
         if state is None or self.stream.t0_ns is None:
             return
         silent_s = (now - self._last_frame_ns) / 1e9
-        if silent_s < self.coast_s or (now - self._last_pred_ns) / 1e9 < self.coast_s:
+        if silent_s < COAST_S or (now - self._last_pred_ns) / 1e9 < COAST_S:
             return
         if not self.counters.coasting:
             self.counters.coasting = True

@@ -26,7 +26,6 @@ from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
 from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
-from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
@@ -36,6 +35,7 @@ from sensorbench.logs import LidarTurns, SessionWriter
 
 if TYPE_CHECKING:
     from sensorbench.drivers.capture import CaptureResult
+    from sensorbench.live.foxglove_view import FoxgloveView
 
 AID_STREAM = "pose_sensor"
 """The pose stream that aids the filters (as ``replay``)."""
@@ -69,19 +69,9 @@ class LiveOptions:
 
 @dataclass(frozen=True)
 class LiveStatus:
-    """A snapshot of the runtime for the status line and ``/status``.
-
-    Attributes:
-        steps, frames: filter steps and frames filtered so far.
-        steps_per_s: filter steps per second since the previous snapshot.
-        coasting: no pod frame for longer than the coasting threshold.
-        merged: merged scans so far.
-        unpaired: per merge lidar, turns without a partner.
-        view_dropped: view messages dropped (the viewer fell behind).
-        udp_sent, udp_dropped: pose datagrams sent and dropped.
-        errors: the workers' last errors.
-        port: the Foxglove server's port, or None.
-    """
+    """A snapshot of the runtime's counters (totals so far) for the status line and
+    ``/status``; ``steps_per_s`` since the previous snapshot, ``unpaired`` per merge
+    lidar, ``errors`` the workers' last ones, ``port`` the view's (or None)."""
 
     steps: int
     frames: int
@@ -248,6 +238,7 @@ class LiveRuntime:
         if self.options.udp is not None and self.udp is None:
             self.udp = UdpPublisher(*self.options.udp)
         if self.options.foxglove is not None and self.view is None:
+            from sensorbench.live.foxglove_view import FoxgloveView  # foxglove only if asked
             view = FoxgloveView(*self.options.foxglove, self.mounts, self.anchor_ns)
             view.start()
             self.view = view
@@ -361,7 +352,7 @@ class LiveRuntime:
             t0, s0 = self._rate
             now = time.monotonic()
             self._rate = (now, steps)
-        workers = (odo, self.merge, self.udp, self.ros2)
+        workers = (odo, self.merge, self.udp, self.ros2, self.view)
         errors = [e for e in (self.setup_error, *(getattr(w, "last_error", None) for w in workers))
                   if e]  # fmt: skip
         return LiveStatus(

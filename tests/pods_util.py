@@ -4,6 +4,7 @@ slip models' pose error variance along a path."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 import types
 
@@ -17,6 +18,7 @@ from sensorbench.fusion.odometry_drift import (
     _carry_pose_error,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
+from sensorbench.logs import EncoderBatch
 
 
 def make_samples(
@@ -137,3 +139,35 @@ def calibration_variance(
     a path, 0 at the start (:func:`calibration_step` from ``cal.start()``)."""
     first = calibration_step(cal, cal.start(), body_increments, heading, dt)[1]
     return np.vstack([np.zeros((1, 3)), first])
+
+
+class FrameSink:
+    """A session writer's stand-in for a pod reader's link: keeps the encoder batches it is
+    handed (readable while the reader runs), drops the raw bytes and the events."""
+
+    error = None
+
+    def __init__(self, n_pods: int = 3) -> None:
+        self.n_pods = n_pods
+        self.batches: list[EncoderBatch] = []
+        self._lock = threading.Lock()
+
+    def append_encoder(self, name: str, batch: EncoderBatch) -> None:
+        with self._lock:
+            self.batches.append(batch)
+
+    def append_raw(self, *_: object) -> None:
+        pass
+
+    def event(self, *_: object) -> None:
+        pass
+
+    def collected(self) -> EncoderBatch:
+        """Every frame so far, as one batch."""
+        with self._lock:
+            parts = list(self.batches)
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return EncoderBatch(empty, empty, empty, np.zeros((0, self.n_pods)), empty, empty)
+        fields = ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate")
+        return EncoderBatch(*(np.concatenate([getattr(b, f) for b in parts]) for f in fields))

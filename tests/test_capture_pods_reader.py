@@ -213,13 +213,13 @@ def test_the_readers_unchecked_batches_pass_the_batch_check_unchanged(variant: s
         data, _ = encode_binary(seq, t_us, raw, 16, s.yaw_rate_rad_s, s.yaw_rad)
     else:
         data = b"".join(encode_csv(seq, t_us, raw, 16, s.yaw_rate_rad_s, s.yaw_rad))
-    protocol = PodProtocol(protocol=variant, keep_frames=True)
-    writer = types.SimpleNamespace(append_encoder=lambda *_: None)
+    protocol, batches = PodProtocol(protocol=variant), []
+    writer = types.SimpleNamespace(append_encoder=lambda _, batch: batches.append(batch))
     protocol.link = types.SimpleNamespace(writer=writer, name="pods", event=lambda *_: None)
     cuts = np.cumsum(np.random.default_rng(5).integers(1, 9 * len(data) // 300, 200))
     for k, (a, b) in enumerate(itertools.pairwise([0, *cuts[cuts < len(data)], len(data)])):
         protocol.consume(10**12 + k * 5_000_000, data[a:b])
-    assert sum(len(b) for b in protocol.batches) == 300
-    for batch in protocol.batches:
+    assert sum(len(b) for b in batches) == 300
+    for batch in batches:
         checked = EncoderBatch(**vars(batch))
         assert all(getattr(checked, f) is v for f, v in vars(batch).items())

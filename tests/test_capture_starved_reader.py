@@ -28,7 +28,7 @@ class _StarvedPods(PodProtocol):
     """The pod protocol whose reader thread is held for ``STARVE_S`` on request."""
 
     def __init__(self) -> None:
-        super().__init__(keep_frames=True)
+        super().__init__()
         self.starve = threading.Event()
         self.starved = threading.Event()
 
@@ -46,7 +46,9 @@ def _run(tmp_path, episodes: int) -> None:
     em = PodEmulator(s, link=str(tmp_path / "pods"))
     em.port.write_timeout_s = 30.0  # the pty fills while starved: wait, lose nothing
     protocol = _StarvedPods()
-    link = SerialLink("pods", em.name, protocol, config=LinkConfig(first_valid_timeout_s=None))
+    sink = pods_util.FrameSink()
+    link = SerialLink("pods", em.name, protocol, writer=sink,
+                      config=LinkConfig(first_valid_timeout_s=None))  # fmt: skip
     reader = SerialReader(link)
     reader.start()
     em.start()
@@ -63,7 +65,7 @@ def _run(tmp_path, episodes: int) -> None:
         kinds = [k for _, k, _ in link.events]
         assert "unplug" not in kinds, list(link.events)
         assert link.connected and link.unplugs == 0
-        seq = protocol.collected().seq
+        seq = sink.collected().seq
         np.testing.assert_array_equal(seq, np.arange(n))  # caught up: every frame, in order
         em.port.unplug()  # the emulator removes its pty: a real unplug
         deadline = time.monotonic() + 2.0

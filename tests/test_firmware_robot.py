@@ -15,6 +15,7 @@ import time
 import firmware_util
 import numpy as np
 import pytest
+from pods_util import FrameSink
 
 from sensorbench.drivers.pods_reader import PodProtocol
 from sensorbench.drivers.serial_link import LinkConfig, SerialLink
@@ -62,19 +63,20 @@ def test_the_robot_s_pod_mcu_is_the_firmware_driven_by_the_scenario(elf, tmp_pat
     robot = EmulatedRobot(tmp_path / "run", _config(tmp_path), speed=1.0, pods_firmware=elf)
     em = robot["pods"]
     assert isinstance(em, FirmwarePodEmulator)
-    protocol = PodProtocol(keep_frames=True)
+    protocol, sink = PodProtocol(), FrameSink()
     config = LinkConfig(first_valid_timeout_s=None)
-    reader = SerialReader(SerialLink("pods", robot.link("pods"), protocol, config=config))
+    reader = SerialReader(SerialLink("pods", robot.link("pods"), protocol, writer=sink,
+                                     config=config))  # fmt: skip
     reader.start()  # opened before power-on: its DTR finds no running MCU to reset
     try:
         robot.start()
         deadline = time.monotonic() + 60
-        while len(protocol.collected().seq) < 400 and time.monotonic() < deadline:
+        while len(sink.collected().seq) < 400 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         reader.stop()
         robot.stop()
-    frames = protocol.collected()
+    frames = sink.collected()
     assert len(frames.seq) >= 400 and protocol.parser.stats.crc_errors == 0
     np.testing.assert_array_equal(np.diff(frames.seq), 1)
     t_us = frames.device_ns // 1000

@@ -23,6 +23,7 @@ import firmware_util
 import numpy as np
 import pytest
 import serial
+from pods_util import FrameSink
 
 from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
 from sensorbench.drivers.pods_reader import PodProtocol
@@ -60,9 +61,10 @@ def knot_counts(traj: PodTrajectory, traj_us: np.ndarray) -> np.ndarray:
 
 def record(em: FirmwarePodEmulator, protocol: PodProtocol | None = None, **options) -> tuple:
     """Open the reader, power the MCU on, read until the trajectory is over."""
-    protocol = protocol or PodProtocol(keep_frames=True, **options)
+    protocol = protocol or PodProtocol(**options)
     config = LinkConfig(first_valid_timeout_s=None)
-    reader = SerialReader(SerialLink("pods", em.name, protocol, config=config))
+    sink = FrameSink(protocol.parser.n_pods)
+    reader = SerialReader(SerialLink("pods", em.name, protocol, writer=sink, config=config))
     reader.start()
     try:
         em.start()
@@ -75,7 +77,7 @@ def record(em: FirmwarePodEmulator, protocol: PodProtocol | None = None, **optio
         reader.stop()
         em.stop()
     assert not em.errors
-    return protocol.collected(), protocol.parser.stats, status
+    return sink.collected(), protocol.parser.stats, status
 
 
 def boots_of(device_ns: np.ndarray) -> np.ndarray:
@@ -323,7 +325,7 @@ def test_injected_double_edges_are_reported_exactly(elf) -> None:
     em = FirmwarePodEmulator(
         elf, traj, speed=0, auto_reset=False, inject=Injected(double_edges=doubles)
     )
-    protocol = PodProtocol(keep_frames=True)
+    protocol = PodProtocol()
     parts: list[PodFrames] = []
     feed = protocol.parser.feed
     protocol.parser.feed = lambda data: parts.append(feed(data)) or parts[-1]  # type: ignore[method-assign]

@@ -171,7 +171,7 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
     assert tf == {("odom", "base_link"), ("base_link", "front"), ("base_link", "rear")}
     log = got.messages["/events"][0]
     assert log["level"] == "WARNING" and log["name"] == "lidar_rear" and "unplug" in log["message"]
-    assert view.dropped == 0 and view.latencies
+    assert view.dropped == 0 and view.latencies.n > 0
 
 
 @pytest.mark.parametrize("offered", [["foxglove.websocket.v1"], ["foxglove.sdk.v1"]])
@@ -239,6 +239,23 @@ def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
     finally:
         view.stop()
     assert view.dropped > 0
+
+
+def test_an_item_the_view_fails_on_is_counted_and_reported_and_the_view_goes_on() -> None:
+    """The view thread survives an item it cannot publish; the failure is counted and its
+    text kept (``LiveRuntime.status`` puts it among the errors the status line shows)."""
+    view = FoxgloveView("127.0.0.1", 0, {}, (0, 0))
+    view.start()
+    try:
+        view.status({"elapsed_s": object()})  # not JSON, not a float
+        view.status({"elapsed_s": 1.0})
+        deadline = time.monotonic() + 10
+        while view.published.get("/status", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert view.published.get("errors") == 1 and view.published.get("/status") == 1
+        assert view.last_error is not None and view.last_error.startswith("live-view: status:")
+    finally:
+        view.stop()
 
 
 def test_a_steps_estimate_rows_in_scalars_are_the_vectorised_ones_bit_for_bit() -> None:
