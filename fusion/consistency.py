@@ -38,24 +38,27 @@ def effective_samples(z: np.ndarray) -> float:
     (:mod:`~sensorbench.fusion.nees_samples`).
     """
     x = np.asarray(z, dtype=float)
+    acf = _autocorrelation(x)
+    if acf is None:
+        return float(max(x.size, 1))
+    rho, pairs = acf
+    tau = 1.0 + 2.0 * float(np.sum(rho[1 : 2 * pairs] ** 2))
+    return float(min(x.size, max(1.0, x.size / tau)))
+
+
+def _autocorrelation(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """ρ_0..ρ_{n−1} of ``x`` about 0 (by FFT) and how many pairs ρ_{2m} + ρ_{2m+1} of
+    Geyer's initial positive sequence are positive; None below 4 samples or for all 0."""
     n = x.size
     den = float(x @ x)
     if n < 4 or den <= 0:
-        return float(max(n, 1))
-    rho = _autocorrelation(x, den)
-    m = n // 2
-    stop = np.flatnonzero(rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2] <= 0)
-    lags = 2 * (int(stop[0]) if stop.size else m)
-    tau = 1.0 + 2.0 * float(np.sum(rho[1:lags] ** 2))
-    return float(min(n, max(1.0, n / tau)))
-
-
-def _autocorrelation(x: np.ndarray, den: float) -> np.ndarray:
-    """ρ_0..ρ_{n−1} of ``x`` about 0 (``den`` = x·x), by FFT."""
-    n = x.size
+        return None
     nfft = 1 << (2 * n - 1).bit_length()
     f = np.fft.rfft(x, nfft)
-    return np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+    rho = np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+    m = n // 2
+    stop = np.flatnonzero(rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2] <= 0)
+    return rho, int(stop[0]) if stop.size else m
 
 
 NEES_MIN_SAMPLES = 2.0
@@ -258,17 +261,12 @@ def geyer_tau(y: np.ndarray) -> float:
     varies as that of n/τ independent ones."""
     x = np.asarray(y, dtype=float)
     x = x[np.isfinite(x)]
-    n = x.size
-    x = x - x.mean() if n else x
-    den = float(x @ x)
-    if n < 4 or den <= 0:
+    acf = _autocorrelation(x - x.mean() if x.size else x)
+    if acf is None:
         return 1.0
-    rho = _autocorrelation(x, den)
-    m = n // 2
-    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
-    stop = np.flatnonzero(pairs <= 0)
-    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
-    return max(1.0, -1.0 + 2.0 * float(pairs.sum()))
+    rho, pairs = acf
+    positive = np.minimum.accumulate(rho[0 : 2 * pairs : 2] + rho[1 : 2 * pairs + 1 : 2])
+    return max(1.0, -1.0 + 2.0 * float(positive.sum()))
 
 
 def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -> float:

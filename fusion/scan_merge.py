@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sensorbench.errors import FusionError
+from sensorbench.fusion.pod_drive import yaw_from_quat
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
 from sensorbench.logs.scan_bins import TWO_PI, angular_step_rad
 
@@ -131,8 +132,6 @@ def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
     Raises:
         FusionError: fewer than two valid samples.
     """
-    from scipy.spatial.transform import Rotation  # here: the live merge does not need scipy
-
     ok = batch.valid & np.all(np.isfinite(batch.position), axis=1)
     ok &= np.all(np.isfinite(batch.quat_xyzw), axis=1)
     if ok.sum() < 2:
@@ -141,7 +140,7 @@ def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
     order = np.argsort(t, kind="stable")
     t = t[order]
     xy = batch.position[ok][order, :2]
-    yaw = np.unwrap(Rotation.from_quat(batch.quat_xyzw[ok][order]).as_euler("xyz")[:, 2])
+    yaw = np.unwrap(yaw_from_quat(batch.quat_xyzw[ok][order]))
     t0 = t[0]
     tf = (t - t0).astype(np.float64)
     max_gap_ns = max_gap_s * 1e9
