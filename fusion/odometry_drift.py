@@ -377,25 +377,13 @@ class CalibrationError:
         want = np.asarray(frames, dtype=np.int64)
         at = self.start()
         out = np.zeros((want.size, *at.shape))
-        var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, (body_increments, heading, dt), want, var, out)
-        return out
-
-    def _carry(
-        self,
-        at: np.ndarray,
-        path: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-        want: np.ndarray,
-        var: np.ndarray,
-        out: np.ndarray | None,
-    ) -> None:
-        inc = np.ascontiguousarray(path[0], dtype=float)
-        th = np.ascontiguousarray(path[1], dtype=float)
-        h = np.ones(inc.shape[0]) if path[2] is None else np.asarray(path[2], dtype=float)
-        out = np.empty((0, *at.shape)) if out is None else out
-        path_arrays = (inc, th, np.maximum(h, 1e-9))
+        inc = np.ascontiguousarray(body_increments, dtype=float)
+        h = np.ones(inc.shape[0]) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
+        path = (inc, np.ascontiguousarray(heading, dtype=float), h)
         w, w_inv, ref, cov = self.kernel_arrays
-        _carry_sensitivities(at, path_arrays, (w, w_inv, ref), cov, want, var, out)
+        var = np.empty((inc.shape[0], 3))
+        _carry_sensitivities(at, path, (w, w_inv, ref), cov, want, var, out)
+        return out
 
     @cached_property
     def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
