@@ -212,12 +212,6 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(
         path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
     )
-    if any("q_acc" in t for t in doc.get("axes", {}).values() if isinstance(t, Mapping)):
-        raise ModelFileError(
-            f"{path}: its q grows with the observed acceleration (q_acc, format 1); the "
-            "filters now feed that acceleration forward and grow q with the jerk instead, "
-            "so the fitted values do not carry over: refit with `sensorbench fit noise`"
-        )
     _refuse_retired_laws(path, doc.get("axes", {}))
     try:
         axes = doc["axes"]
@@ -244,32 +238,29 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
 
 
 def _refuse_retired_laws(path: str | os.PathLike[str], axes: Any) -> None:
-    """Refuse the laws no fit produces any more, naming the key: a finite ``dof`` (a
-    Student-t innovation law; ``dof = inf`` loads) and ``feedforward = false`` (``true``
-    loads): the filters are Gaussian and always feed the observed acceleration forward."""
+    """Refuse the laws no fit produces any more, naming the key: ``q_acc`` (format 1: q
+    grew with the observed acceleration), a finite ``dof`` (a Student-t innovation law;
+    ``dof = inf`` loads) and ``feedforward = false`` (``true`` loads): the filters are
+    Gaussian, feed the observed acceleration forward and grow q with the jerk."""
     if not isinstance(axes, Mapping):
         return
     for a, t in axes.items():
         if not isinstance(t, Mapping):
             continue
-        dof = t.get("dof", math.inf)
+        dof, feedforward = t.get("dof", math.inf), t.get("feedforward", True)
         try:
             finite = math.isfinite(float(dof))
         except (TypeError, ValueError):
             finite = True
-        if finite:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has dof = {dof!r}, a Student-t innovation law; the "
-                "filters are Gaussian only (dof = inf or no dof key): refit with "
-                "`sensorbench fit noise`"
-            )
-        value = t.get("feedforward", True)
-        if value is not True:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "
-                "the observed acceleration forward (feedforward = true or no key): refit "
-                "with `sensorbench fit noise`"
-            )
+        why = None
+        if "q_acc" in t:
+            why = "has q_acc, a q growing with the observed acceleration (format 1)"
+        elif finite:
+            why = f"has dof = {dof!r}, a Student-t innovation law (Gaussian: dof = inf or none)"
+        elif feedforward is not True:
+            why = f"has feedforward = {feedforward!r} (the acceleration is always fed forward)"
+        if why is not None:
+            raise ModelFileError(f"{path}: [axes.{a}] {why}: refit with `sensorbench fit noise`")
 
 
 def _optional(row: Mapping[str, Any]) -> dict[str, Any]:
