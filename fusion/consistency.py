@@ -1,10 +1,7 @@
 """Is a filter's stated uncertainty honest? NEES and coverage against a reference, the
-NIS against its clipped χ²₁ law, and a sliding-window NIS monitor.
-
-Errors are in m or rad, variances in m² or rad², times in s. Invariant: every statistic
-is judged against its exact law under a consistent filter (χ² quantiles over an
-effective sample size, the clipped χ²₁ window mean by convolution), so a consistent
-filter trips each verdict at its stated level. docs/PODS.md states the figures.
+NIS against its clipped χ²₁ law, and a sliding-window NIS monitor, each judged against
+its exact law under a consistent filter (errors m or rad, variances m² or rad², times s;
+docs/PODS.md § "Is the stated uncertainty honest?").
 """
 
 from __future__ import annotations
@@ -28,15 +25,9 @@ def expected_coverage(k: float) -> float:
 
 
 def effective_samples(z: np.ndarray) -> float:
-    """Effective number of independent samples of ``z²`` for a correlated Gaussian series z:
-    the N whose χ²(N)/N has the variance the mean of z² has, between 1 and N.
-
-    ``N / τ``, τ = 1 + 2 Σ_l ρ_l², ρ_l the autocorrelation of z about 0 (for Gaussian z
-    that of the squares is ρ_l²), summed over the lags where Geyer's initial positive
-    sequence of z's own ρ is still positive. A factor shared by the whole path whose effect
-    changes sign along it does not show here: replays take N_eff from their error model
-    (:mod:`~sensorbench.fusion.nees_samples`).
-    """
+    """Effective number (1..N) of independent samples of ``z²`` for a correlated Gaussian
+    series z: ``N / τ``, τ = 1 + 2 Σ_l ρ_l² over the lags where Geyer's initial positive
+    sequence of z's autocorrelation ρ (about 0) is still positive."""
     x = np.asarray(z, dtype=float)
     acf = _autocorrelation(x)
     if acf is None:
@@ -62,8 +53,7 @@ def _autocorrelation(x: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 NEES_MIN_SAMPLES = 2.0
-"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`):
-with 2 its 95 % limit is 3.00 (a consistent filter flagged at most 8.3 % of the time)."""
+"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`)."""
 
 
 def nees_limit(n_eff: float, level: float = 0.95) -> float:
@@ -255,10 +245,8 @@ class MonitorResult:
 
 
 def geyer_tau(y: np.ndarray) -> float:
-    """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l of a stationary series about its
-    sample mean, the sum truncated by Geyer's initial monotone sequence (pairs
-    ρ_{2m} + ρ_{2m+1} while positive, made non-increasing); ≥ 1. The mean of n samples
-    varies as that of n/τ independent ones."""
+    """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l (≥ 1) of a stationary series about its
+    sample mean, truncated by Geyer's initial monotone sequence (nan values left out)."""
     x = np.asarray(y, dtype=float)
     x = x[np.isfinite(x)]
     acf = _autocorrelation(x - x.mean() if x.size else x)
@@ -324,9 +312,7 @@ def nis_monitor(
 
 @dataclass
 class NisConsistency:
-    """Is the NIS of one axis χ²₁? The mean of ``min(NIS, gate)`` (so one bounce costs at
-    most the gate) with an effective-sample-size band, and the gate's rejection rate
-    against its nominal rate.
+    """Is the NIS of one axis χ²₁? (docs/PODS.md § "Noise fit")
 
     Attributes:
         k: updates judged (rejected ones included).
