@@ -1,12 +1,6 @@
-"""How far odometry drifts from the world: per-distance slip models and their propagation.
-
-Per body axis ``Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|`` (:class:`OdometryDrift`),
-or the wheels' law :class:`PodSlip`, with the calibration's own error
-(:class:`CalibrationError`). The pose error propagates as ``e_{k+1} = F_k e_k + G_k δ_k``
-(F_k the dead-reckoning shear, G_k the body rotation), linear in the covariance and so
-evaluated with cumulative sums; the heading error enters x and y coherently (a lateral
-variance k·L³/3 after L metres straight). Quantization and reference noise do not
-accumulate and are not part of these models. Details: docs/PODS.md, Wheel slip.
+"""How far odometry drifts from the world: the body-axis slip model (:class:`OdometryDrift`),
+the wheels' law (:class:`PodSlip`), the calibration's own error (:class:`CalibrationError`)
+and their propagation through the dead-reckoning shear (docs/PODS.md § "Wheel slip").
 """
 
 from __future__ import annotations
@@ -49,17 +43,15 @@ class OdometryDrift:
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error: the three axes independent
-        (``dt`` is not used: the law has no excitation terms)."""
+        """Covariance (K, 3, 3) of each step's body error, the axes independent (``dt`` unused)."""
         v = self.step_variances(body_increments)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(rolling, dragging) parts of :meth:`step_covariances`: a body-axis model does not
-        tell them apart, so all of it is the first part (``dt`` is not used: the law has
-        no excitation terms)."""
+        """(rolling, dragging) parts of :meth:`step_covariances`: all of it the first
+        (``dt`` unused)."""
         whole = self.step_covariances(body_increments)
         return whole, np.zeros_like(whole)
 
@@ -139,8 +131,7 @@ def _carry_pose_error(
 ) -> np.ndarray:
     """Carry the pose error covariance ``carry`` = (xx, yy, θθ, xθ, yθ) in place over the
     K steps of body increments ``inc`` (K, 3) (m, m, rad) with body covariances ``q``
-    (K, 3, 3), rotated by ``heading`` (K+1,) rad: the shear recursion (docs/PODS.md), step
-    after step, so K steps in one call give the numbers of the same steps over several;
+    (K, 3, 3), rotated by ``heading`` (K+1,) rad (docs/PODS.md, the shear recursion);
     returns the variances (K, 3) after each."""
     xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
     out = np.empty((inc.shape[0], 3))
@@ -165,10 +156,8 @@ def _carry_pose_error(
 
 TRAVEL_SMOOTH_S = 0.1
 """Span (s) over which counts are averaged before their distances are summed
-(:func:`averaged_counts`): frame by frame a wheel that hardly moves, or is dragged
-sideways, jitters by a tick, which is not rolling. Summed as |Δn| that jitter put the
-simulator's σ_roll² 10 % low and "identified" a drag law on drives that never move
-sideways (the slip-law fit, the pods-against-IMU check)."""
+(:func:`averaged_counts`): a wheel that hardly moves, or is dragged sideways, jitters by
+a tick frame by frame, which is not rolling."""
 
 
 def averaged_counts(dn: np.ndarray, t_s: np.ndarray) -> np.ndarray:
@@ -282,10 +271,8 @@ class PodSlip:
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3 each) of
-        :meth:`step_covariances`: the filter noise fit scales them separately (each
-        coefficient is known only to its standard error, and the drives weigh the two
-        differently)."""
+        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3
+        each) of :meth:`step_covariances`, which the filter noise fit scales separately."""
         roll, drag = self.pod_tick_variances(body_increments, dt)
         w_inv = self.kernel_arrays[2]
         return _body_covariances(w_inv, roll), _body_covariances(w_inv, drag)
@@ -326,14 +313,9 @@ class SlipModel(Protocol):
 
 @dataclass(frozen=True)
 class CalibrationError:
-    """The fitted pod geometry's own uncertainty, carried along a path.
-
-    Each step's body error is ``B_k·δg`` in the stacked row errors δg (3N), ``B_k =
-    −[Ŵ⁺[:, i] ⊗ u_kᵀ]_i``, plus the creep's two columns (κ_v, κ_t: the error κ − κ̂ the
-    correction by the estimates leaves, :func:`correct_creep`); through the
-    dead-reckoning shear the world pose error is ``J_k·[δg, κ]`` with covariance
-    ``J_k·Σ·J_kᵀ``. It grows with the signed motion, not as a random walk: docs/PODS.md
-    § "The calibration's own uncertainty" and § "Creep".
+    """The fitted pod geometry's own uncertainty, carried along a path: the world pose
+    error ``J_k·[δg, κ]`` in the stacked row errors δg (3N) and the creep's κ, covariance
+    ``J_k·Σ·J_kᵀ`` (docs/PODS.md § "The calibration's own uncertainty" and § "Creep").
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).

@@ -1,11 +1,6 @@
-"""A session's pod drive: encoder frames on the host clock against a reference path.
-
-:func:`load_drive` reads one session's encoder stream and mocap reference into a
-:class:`Drive`; :func:`drive_intervals` cuts it into intervals of tick and reference
-body increments (m, m, rad); :func:`align_drive` finds the constant time offset (s)
-between encoder and reference. Used by the pod fit and the odometry replay. An interval's
-reference increment is the sum of SE(2) logarithms between the reference poses at its
-encoder frames (docs/PODS.md, Geometry fit).
+"""A session's pod drive (:class:`Drive`): encoder frames on the host clock against a
+reference path, cut into intervals of tick and reference body increments (m, m, rad) and
+aligned in time, for the pod fit and the odometry replay (docs/PODS.md § "Geometry fit").
 """
 
 from __future__ import annotations
@@ -28,12 +23,10 @@ RATE_BLOCKS = 8
 """Blocks of equal device time whose mean host times give the data's clock slope."""
 RATE_CONFLICT_SIGMA = 10.0
 """Data slope this many combined σ from the nominal: the clock is off nominal, trust the
-data (a wander of the host times put a 10x drive's slope 3.3 such σ off; a resonator 0.3 %
-off over a 20 s drive is ≥ 25σ)."""
+data."""
 GYRO_DRIFT_WINDOW_S = 4.0
-"""Window (s) of the local quadratic (Savitzky-Golay) that follows the IMU-minus-reference
-heading, the gyro's wandering bias: long enough to keep the reference's heading noise out,
-short enough that no wander stays shared by a session's intervals."""
+"""Window (s) of the local quadratic (Savitzky-Golay) that follows the gyro's wandering
+bias (:func:`gyro_drift`)."""
 
 
 @dataclass
@@ -78,16 +71,10 @@ def encoder_host_seconds(
     nominal_slope: float | None = None,
     tolerance_ppm: float = MCU_CLOCK_TOLERANCE_PPM,
 ) -> np.ndarray:
-    """Encoder frame times on the host clock (s).
-
-    With a device clock, host time is a straight line of device time (no receive jitter).
-    Given the clock's ``nominal_slope`` (host s per device s, the stream's
-    ``clock_nominal_slope``) the line's slope is the precision-weighted mean of that
-    nominal (±``tolerance_ppm``) and the data's slope over :data:`RATE_BLOCKS` block means,
-    or the data's alone where they differ by more than :data:`RATE_CONFLICT_SIGMA`
-    combined σ; the offset stays the least-squares one. Without a nominal slope the
-    least-squares line; without a device clock, the host receive times.
-    """
+    """Encoder frame times on the host clock (s): a straight line of device time, its
+    slope combined with the ``nominal_slope`` (host s per device s, ±``tolerance_ppm``) by
+    :func:`_clock_slope` when given, else least squares; without a device clock, the host
+    receive times."""
     host = np.asarray(host_ns, dtype=np.int64)
     dev = np.asarray(device_ns, dtype=np.int64)
     has_dev = dev != NO_DEVICE_TIME
@@ -105,8 +92,9 @@ def encoder_host_seconds(
 
 
 def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float) -> float:
-    """Slope of host ``h`` (s) on device ``d`` (s): nominal ± ``tolerance`` (relative)
-    combined with the slope through :data:`RATE_BLOCKS` block means of the data."""
+    """Slope of host ``h`` (s) on device ``d`` (s): the precision-weighted mean of nominal ±
+    ``tolerance`` (relative) and the slope through :data:`RATE_BLOCKS` block means of the
+    data, or the data's alone beyond :data:`RATE_CONFLICT_SIGMA` combined σ."""
     edges = np.linspace(d.min(), d.max(), RATE_BLOCKS + 1)
     block = np.clip(np.searchsorted(edges, d, side="right") - 1, 0, RATE_BLOCKS - 1)
     n = np.bincount(block, minlength=RATE_BLOCKS)
@@ -226,13 +214,9 @@ def _reference_at(drive: Drive, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """The slow part of IMU minus reference heading (rad) at times ``t`` (s).
-
-    A local quadratic over :data:`GYRO_DRIFT_WINDOW_S` (Savitzky-Golay) through the
-    usable samples ``ok``, gaps bridged linearly; subtracted from the IMU yaw it leaves the
-    gyro's short-term increments on the reference's long-term heading. A session shorter
-    than two windows gets a straight line (a constant bias).
-    """
+    """The slow part of IMU minus reference heading (rad) at times ``t`` (s): a local
+    quadratic over :data:`GYRO_DRIFT_WINDOW_S` through the usable samples ``ok`` (gaps
+    bridged linearly), a straight line for a session shorter than two windows."""
     good = np.flatnonzero(ok)
     if good.size <= 10:
         return np.zeros_like(t)
@@ -306,11 +290,8 @@ def intervals_with_rate(
 
 
 def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
-    """Robust mean squared residual of the per-pod least-squares fit (ticks²).
-
-    Residuals are capped at 3 robust σ (MAD) so a bounce cannot steer the time
-    offset towards itself.
-    """
+    """Mean squared residual (ticks²) of the per-pod least-squares fit, each capped at 3
+    robust σ (MAD) so a bounce cannot steer the time offset towards itself."""
     if dn.shape[0] < 6:
         return np.inf
     beta, *_ = np.linalg.lstsq(xi, dn, rcond=1e-10)
@@ -322,12 +303,8 @@ def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
 def align_drive(
     drive: Drive, interval_s: float, max_offset_s: float = 0.25, heading: str = "mocap"
 ) -> float:
-    """Offset (s) to add to encoder times so they line up with the reference.
-
-    Minimises the (outlier-capped) mean squared residual of the per-pod linear
-    fit over the offset:
-    a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
-    """
+    """Offset (s) to add to encoder times so they line up with the reference: the minimum
+    of :func:`_rss` on a 10 ms grid over ±``max_offset_s``, then a bounded search."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
     grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
