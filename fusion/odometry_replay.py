@@ -86,10 +86,8 @@ def cross_check_variance(
     W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
 ) -> np.ndarray:
     """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
-    without the gyro's noise: each pod's slip (slip law) and end rounding (``E[f(1 − f)]``
-    of its travel in ticks), weighted by its share g_i² of the heading (g the heading row
-    of ``W⁺``).
-    """
+    without the gyro's noise: each pod's slip and end rounding through the heading row of
+    ``W⁺`` (docs/PODS.md § "A lifted or slipping wheel")."""
     g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
     travel = averaged_counts(dn, t_s)
     roll, drag = slip.pod_tick_variances(body_increments(W, travel), np.diff(t_s))
@@ -135,12 +133,9 @@ def read_aiding(
     name: str = "pose_sensor",
     window_ns: tuple[int | None, int | None] = (None, None),
 ) -> tuple[Aiding, float | None] | None:
-    """Pose-sensor samples of a session as aiding input and the sensor's nominal period (s)
-    from its stream's ``rate_hz`` (None without a usable one): the filters' Δt_aid, a
-    constant ``live`` knows from the start. None without such a stream.
-
-    Paused samples are unusable; relocalizations come from the sensor's flags.
-    """
+    """Pose-sensor samples of a session as aiding input (paused ones unusable) and the
+    sensor's nominal period (s) from its stream's ``rate_hz`` (None without a usable one);
+    None without such a stream."""
     with Session(path) as s:
         if name not in s.pose_names():
             return None
@@ -163,10 +158,8 @@ def read_aiding(
 def pose_errors(
     t_est: np.ndarray, est: np.ndarray, t_ref: np.ndarray, ref: np.ndarray
 ) -> dict[str, Any]:
-    """Errors of an estimate path against a reference path, at the reference times.
-
-    Both paths are (n, 3) x, y (m), heading (rad); the estimate is interpolated
-    linearly (heading unwrapped) at the reference times inside its span.
+    """Errors of an estimate path against a reference path (n, 3 each: x, y m, heading rad),
+    the estimate interpolated linearly at the reference times inside its span.
 
     Returns:
         rms_m, max_m, final_m (position error at the last common sample),
@@ -363,13 +356,12 @@ def reference_consistency(
         ref_t, ref_pose: the reference path on the same time base.
         ref_var: the reference's own white-noise variance per axis (3,)
             (:func:`reference_noise`), added to the stated variance; None = truth.
-        shared: the parts of the stated error shared along an unaided replay's path: the
-            NEES band's effective size then comes from them
+        shared: the parts of the stated error shared along an unaided replay's path, which
+            set the NEES band's effective size
             (:func:`~sensorbench.fusion.nees_samples.model_effective_samples`); None:
-            from each axis's errors alone.
+            each axis's errors alone.
 
-    The estimate is interpolated linearly at the reference times inside the replay
-    (heading errors wrapped to (−π, π]); an axis is judged where its variance is > 0.
+    An axis is judged where its variance is > 0 (heading errors wrapped to (−π, π]).
     """
     tr, at, ref = _at_reference(t_s, np.hstack([pose, var]), ref_t, ref_pose)
     noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
@@ -451,8 +443,8 @@ def _reference(
 def _imu_check(
     geometry: PodGeometry, odo: OdometryInput, gate: float, window: int, level: float
 ) -> tuple[MonitorResult | None, str | None]:
-    """The monitor of the pods against the IMU's yaw, the only redundancy a lifted wheel
-    shows in, and what standardises it (None, None without an IMU)."""
+    """The monitor of the pods against the IMU's yaw and what standardises it (None, None
+    without an IMU)."""
     if odo.imu_dtheta is None:
         return None, None
     raw = body_increments(geometry.W, odo.dn)[:, 2]

@@ -1,12 +1,7 @@
-"""Merge two lidar scans (front and rear) into one 360° scan in the robot frame.
-
-Pairs mutually nearest turns (by centre time, at most ``max_dt_s`` apart), moves every
-point into the body frame at the pair's stamp (by its mount, or by a pose source at the
-point's own time), resamples both onto the finer angular step along surfaces and keeps
-the nearer return per bearing (docs/LIDAR.md). Output: a
-:class:`~sensorbench.logs.LidarTurns` with one turn per pair, every point stamped with
-the pair's stamp, angles in the body frame (rad CCW, [0, 2π)), ``device_ns =
-NO_DEVICE_TIME``, ``speed_hz = nan`` and the OR of both turns' flags.
+"""Merge two lidar scans (front and rear) into one 360° scan in the robot frame
+(docs/LIDAR.md): one :class:`~sensorbench.logs.LidarTurns` turn per pair of mutually
+nearest turns, every point stamped with the pair's stamp, angles in the body frame (rad
+CCW, [0, 2π)), ``device_ns = NO_DEVICE_TIME``, ``speed_hz = nan``, both turns' flags ORed.
 """
 
 from __future__ import annotations
@@ -123,11 +118,8 @@ def pair_turns(
 
 
 def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
-    """A :data:`PoseAt` from a pose stream: linear in x, y and unwrapped yaw between samples.
-
-    Only valid samples are used. Times outside the stream, or inside a gap of more
-    than ``max_gap_s`` between valid samples (an occlusion, a dropout), are
-    answered with ``nan``, and the merge leaves out the pairs that need them.
+    """A :data:`PoseAt` from a pose stream's valid samples: linear in x, y and unwrapped
+    yaw; ``nan`` outside the stream or inside a gap of more than ``max_gap_s``.
 
     Raises:
         FusionError: fewer than two valid samples.
@@ -208,13 +200,9 @@ def _to_body(
 
 
 def _same_surface(key: np.ndarray, r: np.ndarray, pair: np.ndarray, own_step: float) -> np.ndarray:
-    """Per consecutive pair of sorted points (k, k+1): do they lie on one surface?
-
-    Yes when their ranges differ by at most ``tol = max(0.05 m, 3 %)``, or when
-    either is predicted within ``tol`` by the straight line through the two
-    points beyond it (an oblique surface), unless the step is steeper than a
-    surface at 85° incidence.
-    """
+    """Per consecutive pair of sorted points (k, k+1): do they lie on one surface? Their
+    ranges within ``tol = max(0.05 m, 3 %)``, or either predicted within ``tol`` by the
+    line through the two points beyond it, unless steeper than 85° incidence."""
     n = r.size
     k = np.arange(n)
     nxt = np.minimum(k + 1, n - 1)
@@ -336,14 +324,9 @@ def merge_pairs(
     setup: MergeSetup,
     steps: tuple[float, float, float],
 ) -> tuple[LidarTurns, np.ndarray]:
-    """Merge the given pairs of turns; returns the merged turns and a per-pair kept mask.
-
-    ``steps`` is :meth:`MergeSetup.steps`: the grid step and the lidars' own angular steps
-    (rad), which bound the bearing gap interpolated over.
-
-    Pairs the pose source does not cover (first point, last point and stamp) are
-    left out (mask False).
-    """
+    """Merge the given pairs of turns with ``steps`` (:meth:`MergeSetup.steps`, rad);
+    returns the merged turns and a per-pair kept mask (False: the pose source does not
+    cover the pair's first point, last point or stamp)."""
     n_bins = max(8, round(TWO_PI / steps[0]))
     tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
     stamp = _mid_ns(tc_f, tc_r)
@@ -412,16 +395,10 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
 
 
 class StreamingMerger:
-    """Incremental merge for capture: push turns as they arrive, get merged turns back.
-
-    A pair is final once both streams have turns centred more than ``2 ×
-    max_dt_s`` after it (no later turn can then change who is whose nearest), so
-    the output equals :func:`merge_scans` over the whole streams, delayed by
-    about ``2 × max_dt_s`` plus one turn. The grid step is measured, as
-    :func:`merge_scans` does, on each stream's first :data:`STEP_TURNS` turns with
-    points, so nothing is merged before both streams have them (or ``setup.step_rad``
-    is given, or :meth:`flush` is called). Not thread-safe: call from one thread.
-    """
+    """Incremental merge for capture: push turns as they arrive, get merged turns back,
+    equal to :func:`merge_scans` over the whole streams, delayed by about ``2 × max_dt_s``
+    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points unless
+    ``setup.step_rad`` is given). Not thread-safe: call from one thread."""
 
     def __init__(self, setup: MergeSetup) -> None:
         self.setup = setup
