@@ -1,12 +1,9 @@
 """Fit the body-axis slip model (:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`)
 from drives recorded against a reference (mocap).
 
-Over non-overlapping intervals (2 s) the odometry-minus-reference body increment δ, its
-calibration part removed by least squares on ξ, is modelled per body axis j as
-``E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²) + c_j`` (s the
-path length per axis, m or rad) and fitted by gamma-weighted NNLS; intervals beyond 25×
-their fit (a bounce) are dropped until none changes side. Only a enters the filters; an
-unexcited translation column takes the other's coefficient, an unexcited spin stays 0.
+Per body axis j ``E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²)
++ c_j`` over 2 s intervals (s the path length per axis, m or rad), by gamma-weighted NNLS;
+only a enters the filters (docs/PODS.md § "Body-axis fallback").
 """
 
 from __future__ import annotations

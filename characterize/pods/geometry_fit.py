@@ -1,12 +1,7 @@
-"""Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
-
-Each pod's row (a, b, d) = (cos φ, sin φ, L)/c of ``Δn = W·ξ`` is fitted by robust
-(Huber) least squares over intervals whose reference increment ξ (m, m, rad) is the sum
-of SE(2) logarithms between the frames inside it; c (m per tick), φ and L follow with the
-covariance propagated from a sandwich over all pods and the per-session time offsets
-jointly. Unexcited regressors are refused with a reason, IMU-flagged bounces dropped in a
-second pass (:func:`~.drift_fit.near_bounces`), and the encoder→reference offset found per session
-by a grid, then a bounded 1-D search. Model and figures: docs/PODS.md, Geometry fit.
+"""Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading):
+each pod's row (cos φ, sin φ, L)/c of ``Δn = W·ξ`` by robust (Huber) least squares, its
+covariance by a sandwich joint with the sessions' time offsets, unexcited regressors
+refused with a reason (docs/PODS.md § "Geometry fit").
 """
 
 from __future__ import annotations
@@ -279,16 +274,9 @@ def _f(v: float) -> float | None:
 def _noise_sigma(
     xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
 ) -> np.ndarray:
-    """Per-column reference-noise σ of one interval increment, from second differences.
-
-    An interval increment carries the difference of two endpoint errors e (each of
-    variance σ²), so ξ_j has noise variance 2σ²; the difference of consecutive
-    increments, e_{j+2} − 2e_{j+1} + e_j along smooth motion, has 6σ², three times
-    as much. The MAD keeps corners and starts from inflating the estimate. A robot
-    whose motion changes from one interval to the next (a real spin that speeds up and
-    slows down) adds that change too, so this is an upper bound; ``native`` (3,), the σ
-    of an interval increment from the reference's own samples
-    (:func:`reference_interval_sigma`), caps it.
+    """Per-column reference-noise σ (3,) of one interval increment: the MAD of consecutive
+    increments' differences (noise 3× an increment's) over √3, an upper bound (the
+    motion's own change adds to it) capped by ``native`` (:func:`reference_interval_sigma`).
     """
     d2 = [np.diff(x, axis=0) for s in np.unique(session) if (x := xi[session == s]).shape[0] >= 3]
     if not d2:
@@ -300,12 +288,9 @@ def _noise_sigma(
 
 
 def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarray:
-    """σ (3,) of an interval increment's reference noise (m, m, rad) from the reference's
-    own samples: √2 × the white noise of one sample
-    (:func:`~sensorbench.fusion.odometry_replay.reference_noise`, second differences at
-    the reference's rate, where the motion's own change is negligible), the median over
-    the drives, x and y pooled (the body axes see the world's rotated). With the IMU's
-    heading the θ column is not the reference's: inf (no cap)."""
+    """σ (3,) of an interval increment's reference noise (m, m, rad): √2 × one sample's white
+    noise (:func:`~sensorbench.fusion.odometry_replay.reference_noise`), the median over
+    the drives, x and y pooled; θ inf (no cap) with the IMU's heading."""
     var = np.median([reference_noise(d.t_ref, d.ref) for d in drives], axis=0)
     xy = np.sqrt(var[0] + var[1])  # √(2·mean of the two)
     return np.array([xy, xy, np.sqrt(2.0 * var[2]) if heading == "mocap" else np.inf])
@@ -314,13 +299,9 @@ def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarra
 def excitation(
     xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Signal-to-noise energy of each regressor with the others projected out.
-
-    Returns ``(snr, singular_values)``: snr_j = S_j/(M·σ_j²) where S_j is the
-    Schur complement of column j in XᵀX and σ_j the reference noise of one
-    interval increment (pure noise gives ≈ 1); the singular values are those of
-    X with each column divided by its noise σ (``native``: :func:`_noise_sigma`).
-    """
+    """Signal-to-noise energy of each regressor with the others projected out: ``(snr,
+    singular_values)``, snr_j = S_j/(M·σ_j²) (S_j the Schur complement of column j in XᵀX,
+    σ_j :func:`_noise_sigma`; pure noise ≈ 1), the singular values of X/σ."""
     sigma = _noise_sigma(xi, session, native)
     Z = xi / sigma
     G = Z.T @ Z
