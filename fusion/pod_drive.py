@@ -113,6 +113,8 @@ def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float)
     return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
 
+MAX_OFFSET_S = 0.25
+"""Search range (±s) of the encoder-to-reference time offset (:func:`align_drive`)."""
 ALIGN_INTERVAL_S = 0.5
 """Interval (s of the encoder stream's host clock at real time) of the encoder/mocap time
 alignment; a session recorded at N× real time takes it times its ``clock_nominal_slope``."""
@@ -300,20 +302,18 @@ def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
     return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
 
 
-def align_drive(
-    drive: Drive, interval_s: float, max_offset_s: float = 0.25, heading: str = "mocap"
-) -> float:
+def align_drive(drive: Drive, interval_s: float) -> float:
     """Offset (s) to add to encoder times so they line up with the reference: the minimum
-    of :func:`_rss` on a 10 ms grid over ±``max_offset_s``, then a bounded search."""
+    of :func:`_rss` on a 10 ms grid over ±:data:`MAX_OFFSET_S`, then a bounded search."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
-    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
-    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)[:2]) for o in grid])
+    grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
     if not np.any(np.isfinite(costs)):
         raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
     best = float(grid[int(np.nanargmin(costs))])
     res = minimize_scalar(
-        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)[:2]),
+        lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},

@@ -19,7 +19,7 @@ from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
-from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
+from sensorbench.fusion.pod_drive import MAX_OFFSET_S, Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
@@ -322,7 +322,6 @@ def _fit_core(
     interval_s: float,
     heading: str,
     min_excitation: float,
-    hac_lags: int | None,
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
     parts = [
@@ -352,7 +351,7 @@ def _fit_core(
     for p in range(n_pods):
         betas[p], weights[p], rsig[p] = huber_irls(xi[:, cols], dn[:, p])
         resid[p] = dn[:, p] - xi[:, cols] @ betas[p]
-    lags = default_hac_lags(session) if hac_lags is None else hac_lags
+    lags = default_hac_lags(session)
     joint = joint_sandwich(
         xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), lags
     )
@@ -380,12 +379,9 @@ def _fit_core(
 def fit_pods(
     drives: Sequence[Drive],
     interval_s: float = 0.5,
-    max_offset_s: float = 0.25,
     heading: str = "auto",
     min_excitation: float = 100.0,
-    hac_lags: int | None = None,
     counts_per_rev: float | Sequence[float] | None = None,
-    names: Sequence[str] | None = None,
     slip_window_s: float = SLIP_WINDOW_S,
 ) -> PodFit:
     """Fit every pod's distance per tick, rolling angle and lever arm.
@@ -395,18 +391,14 @@ def fit_pods(
             e.g. forward, sideways, spin and square drives.
         interval_s: length of the fitting intervals (s); longer intervals shrink
             the errors-in-variables bias from reference noise.
-        max_offset_s: search range of the encoder/reference time offset (s).
         heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the
             gyro's yaw, bias removed against mocap: ~20× less noisy per interval,
             which sets the parallel pods' scale ratio and so the heading drift
             per metre) or ``"auto"`` (imu when every session carries IMU yaw).
         min_excitation: a regressor whose conditional signal energy is below this
             multiple of the reference-noise energy counts as not excited.
-        hac_lags: neighbouring intervals whose score products enter the covariance
-            (:func:`joint_sandwich`; None: Newey–West's rule, 0: independent).
         counts_per_rev: ticks per wheel revolution (to report radii), one for every
             wheel or one per wheel; default from the sessions' encoder attributes.
-        names: pod names; default from the sessions or pod0..pod2.
         slip_window_s: window of the slip-law fit against the IMU (s;
             :mod:`~sensorbench.characterize.pods.slip_fit`), used when every session
             carries IMU yaw; without, the law is fitted against mocap over the fit's
@@ -423,8 +415,8 @@ def fit_pods(
         heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
-    offsets = [align_drive(d, interval_s, max_offset_s, "mocap") for d in drives]
-    core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+    offsets = [align_drive(d, interval_s) for d in drives]
+    core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
     n_bounce = 0
     if core["excited"].all() and any(d.imu_yaw is not None for d in drives):
         # second pass: frames where a parallel pod bounced disagree with the IMU's Δθ;
@@ -439,7 +431,7 @@ def fit_pods(
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
-            core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+            core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
     rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
@@ -451,7 +443,7 @@ def fit_pods(
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
-    pod_names = names or next((d.names for d in drives if d.names), None)
+    pod_names = next((d.names for d in drives if d.names), None)
     pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
         names=pod_names,
@@ -477,7 +469,7 @@ def fit_pods(
         residual_sigma=core["rsig"],
         options={
             "interval_s": interval_s,
-            "max_offset_s": max_offset_s,
+            "max_offset_s": MAX_OFFSET_S,
             "heading": heading,
             "min_excitation": min_excitation,
             "hac_lags": core["hac_lags"],
