@@ -67,21 +67,16 @@ def monitor_message(channel: str, kind: str) -> str:
     return what + ("above" if kind == "degraded" else "back under") + " its threshold"
 
 
-def declare_estimate(
-    writer: SessionWriter, attrs: Mapping[str, Any], name: str = ESTIMATE_STREAM
-) -> None:
+def declare_estimate(writer: SessionWriter, attrs: Mapping[str, Any]) -> None:
     """Add the estimate stream (with its covariance) to ``writer`` before it starts."""
-    writer.add_pose(
-        name, kind="estimate", attrs={"units": ESTIMATE_UNITS, **attrs}, covariance=True
-    )
+    units = {"units": ESTIMATE_UNITS, **attrs}
+    writer.add_pose(ESTIMATE_STREAM, kind="estimate", attrs=units, covariance=True)
 
 
-def write_monitor_events(
-    writer: SessionWriter, events: Iterable[tuple[int, str, str]], source: str = ESTIMATE_STREAM
-) -> None:
+def write_monitor_events(writer: SessionWriter, events: Iterable[tuple[int, str, str]]) -> None:
     """Write monitor events ``(t_ns, channel, kind)``."""
     for t_ns, channel, kind in events:
-        writer.event(int(t_ns), source, kind, monitor_message(channel, kind))
+        writer.event(int(t_ns), ESTIMATE_STREAM, kind, monitor_message(channel, kind))
 
 
 def write_estimate_session(

@@ -95,9 +95,7 @@ def cross_check_variance(
 
 
 def read_odometry(
-    path: str | os.PathLike[str],
-    encoder: str | None = None,
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], window_ns: tuple[int | None, int | None] = (None, None)
 ) -> OdometryInput:
     """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns),
     through :class:`~sensorbench.fusion.odometry_stream.OdometryStream` as ``live`` does.
@@ -108,7 +106,7 @@ def read_odometry(
     """
     try:
         with Session(path) as s:
-            stream = s.encoder_or_only(encoder)
+            stream = s.encoder_or_only()
             batch = stream.read(*window_ns)
             attrs = dict(stream.attrs)
     except SessionError as exc:
@@ -128,19 +126,16 @@ def read_odometry(
 
 
 def read_aiding(
-    path: str | os.PathLike[str],
-    t0_ns: int,
-    name: str = "pose_sensor",
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], t0_ns: int, window_ns: tuple[int | None, int | None]
 ) -> tuple[Aiding, float | None] | None:
-    """Pose-sensor samples of a session as aiding input (paused ones unusable) and the
+    """``pose_sensor`` samples of a session as aiding input (paused ones unusable) and the
     sensor's nominal period (s) from its stream's ``rate_hz`` (None without a usable one);
     None without such a stream."""
     with Session(path) as s:
-        if name not in s.pose_names():
+        if "pose_sensor" not in s.pose_names():
             return None
-        pb = s.pose(name).read(*window_ns)
-        rate = s.pose(name).attrs.get("rate_hz")
+        pb = s.pose("pose_sensor").read(*window_ns)
+        rate = s.pose("pose_sensor").attrs.get("rate_hz")
     paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
     aiding = Aiding(
         t_s=(pb.t_ns - t0_ns) * 1e-9,
@@ -509,7 +504,7 @@ def replay_session(
     if ref_t is not None:
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
     aiding = interval = None
-    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns=window_ns)):
+    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns)):
         aiding, period = aid
         interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
