@@ -66,13 +66,11 @@ def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
 
 
 def encoder_host_seconds(
-    host_ns: np.ndarray,
-    device_ns: np.ndarray,
-    nominal_slope: float | None = None,
-    tolerance_ppm: float = MCU_CLOCK_TOLERANCE_PPM,
+    host_ns: np.ndarray, device_ns: np.ndarray, nominal_slope: float | None = None
 ) -> np.ndarray:
     """Encoder frame times on the host clock (s): a straight line of device time, its
-    slope combined with the ``nominal_slope`` (host s per device s, ±``tolerance_ppm``) by
+    slope combined with the ``nominal_slope`` (host s per device s, ±
+    :data:`MCU_CLOCK_TOLERANCE_PPM`) by
     :func:`_clock_slope` when given, else least squares; without a device clock, the host
     receive times."""
     host = np.asarray(host_ns, dtype=np.int64)
@@ -84,7 +82,7 @@ def encoder_host_seconds(
     h = (host[has_dev] - host[0]) * 1e-9
     slope, intercept = np.polyfit(d, h, 1)
     if nominal_slope is not None:
-        slope = _clock_slope(d, h, float(nominal_slope), tolerance_ppm * 1e-6)
+        slope = _clock_slope(d, h, float(nominal_slope), MCU_CLOCK_TOLERANCE_PPM * 1e-6)
         intercept = float(np.mean(h) - slope * np.mean(d))
     out = host[0] * 1e-9 + intercept + slope * (dev - dev[has_dev][0]) * 1e-9
     out[~has_dev] = host[~has_dev] * 1e-9
@@ -120,7 +118,7 @@ ALIGN_INTERVAL_S = 0.5
 alignment; a session recorded at N× real time takes it times its ``clock_nominal_slope``."""
 
 
-def align_interval_for(path: str | os.PathLike[str], encoder: str | None = None) -> float:
+def align_interval_for(path: str | os.PathLike[str]) -> float:
     """The alignment interval (s) for one session: :data:`ALIGN_INTERVAL_S` times the encoder
     stream's recorded ``clock_nominal_slope`` (host s per device s: 1/N for a session
     recorded at N× real time; 1.0 when the stream records none).
@@ -130,35 +128,30 @@ def align_interval_for(path: str | os.PathLike[str], encoder: str | None = None)
     """
     try:
         with Session(path) as s:
-            slope = s.encoder_or_only(encoder).attrs.get("clock_nominal_slope")
+            slope = s.encoder_or_only().attrs.get("clock_nominal_slope")
     except SessionError as exc:
         raise FitError(str(exc)) from exc
     return ALIGN_INTERVAL_S * (1.0 if slope is None else float(slope))
 
 
-def load_drive(
-    path: str | os.PathLike[str],
-    encoder: str | None = None,
-    reference: str | None = None,
-) -> Drive:
-    """Read one session's encoder stream and mocap reference for the pod fit.
+def load_drive(path: str | os.PathLike[str]) -> Drive:
+    """Read one session's encoder stream and its first mocap stream for the pod fit.
 
     Raises:
         FitError: no encoder stream, no mocap stream, or too few samples.
     """
     try:
         with Session(path) as s:
-            enc = s.encoder_or_only(encoder)
+            enc = s.encoder_or_only()
             batch = enc.read()
             attrs = enc.attrs
             refs = [n for n in s.pose_names() if s.pose(n).attrs.get("kind") == "mocap"]
-            ref_name = reference or (refs[0] if refs else None)
-            if ref_name is None or ref_name not in s.pose_names():
+            if not refs:
                 raise FitError(
                     f"{path}: no mocap pose stream to use as reference; import one with "
-                    f"'sensorbench import mocap' or name it with --reference"
+                    "'sensorbench import mocap'"
                 )
-            pose = s.pose(ref_name).read()
+            pose = s.pose(refs[0]).read()
             label = s.label or os.path.basename(str(path))
             config_text = s.config_text
     except SessionError as exc:
@@ -264,19 +257,18 @@ def _raw_intervals(
 
 
 def drive_intervals(
-    drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
+    drive: Drive, offset_s: float, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tick and reference increments over consecutive intervals of about ``interval_s``.
+    """Tick and mocap increments over consecutive intervals of about ``interval_s``.
 
     The reference is taken at ``t_enc + offset_s``; intervals are about two reference
     periods apart (no shared reference sample), those touching a reference gap dropped.
-    With ``heading="imu"`` the Δθ column comes from the IMU yaw.
 
     Returns:
         ``(dn, xi, frames)``: ticks (M, N), reference body increments (M, 3) (m, m, rad)
         and each interval's first and last encoder frame index (M, 2).
     """
-    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, heading)
+    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, "mocap")
     return dn[keep], xi[keep], bounds[keep]
 
 

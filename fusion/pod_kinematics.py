@@ -193,14 +193,12 @@ def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
     return np.column_stack([np.cos(phi), np.sin(phi), lever]) / c[:, None]
 
 
-def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> float:
-    """2-norm condition number of W with the heading column (ticks per rad) divided by
-    ``length_scale_m`` (default: the RMS lever arm implied by W), so every column is ticks
-    per metre; ≳ 100 means the odometry amplifies tick noise badly."""
+def condition_number(W: np.ndarray) -> float:
+    """2-norm condition number of W with the heading column (ticks per rad) divided by the
+    RMS lever arm implied by W, so every column is ticks per metre; ≳ 100 means the
+    odometry amplifies tick noise badly."""
     W = np.asarray(W, dtype=float)
-    if length_scale_m is None:
-        scale = np.linalg.norm(W[:, :2], axis=1)
-        length_scale_m = float(np.sqrt(np.mean((W[:, 2] / scale) ** 2)))
+    length_scale_m = float(np.sqrt(np.mean((W[:, 2] / np.linalg.norm(W[:, :2], axis=1)) ** 2)))
     if not length_scale_m > 0:
         return float("inf")
     return float(np.linalg.cond(W * np.array([1.0, 1.0, 1.0 / length_scale_m])))
@@ -285,13 +283,10 @@ def body_increments_two_pods_imu(
 
 
 def repair_bounces(
-    W: np.ndarray,
-    dn: np.ndarray,
-    imu_dtheta: np.ndarray,
-    threshold_sigma: float = 8.0,
+    W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rebuild frames where a pod lost contact (a bounce) from the other pods and the IMU
-    (docs/PODS.md § "Bounce repair"), flagged beyond ``threshold_sigma`` robust spreads.
+    (docs/PODS.md § "Bounce repair"), flagged beyond 8 robust spreads.
 
     Returns:
         ``(increments (K, 3), repaired (K,) bool, culprit (K,) int, −1 where none)``.
@@ -310,7 +305,7 @@ def repair_bounces(
     mad = 1.4826 * float(np.median(np.abs(centred[ok])))
     w_inv = np.linalg.pinv(W)
     sigma_q = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
-    flag = ok & (np.abs(centred) > threshold_sigma * max(mad, sigma_q))
+    flag = ok & (np.abs(centred) > 8.0 * max(mad, sigma_q))
     if not np.any(flag):
         return inc, flag, culprit
     idx = np.flatnonzero(flag)
