@@ -26,27 +26,22 @@ from sensorbench.logs.model_keys import AXES
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
 
 
-def huber_irls(
-    X: np.ndarray,
-    y: np.ndarray,
-    k: float = 2.5,
-    reject: float = 5.0,
-    max_iter: int = 50,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Robust fit of ``y ≈ X·β``: Huber IRLS (scale the residuals' MAD), then rows beyond
-    ``reject``·scale dropped and refitted: Huber alone lets a one-sided outlier (a
+def huber_irls(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Robust fit of ``y ≈ X·β``: Huber IRLS (knee k = 2.5 scales of the residuals' MAD),
+    then rows beyond 5 scales dropped and refitted: Huber alone lets a one-sided outlier (a
     bouncing wheel only loses ticks) pull by k·scale.
 
     Returns:
         ``(beta, weights, scale)``; weights are ψ(r)/r (1 inside ±k·scale, 0 rejected).
     """
+    k, reject = 2.5, 5.0
     keep = np.ones(y.size, dtype=bool)
     beta = np.zeros(X.shape[1])
     w = np.ones_like(y)
     scale = 1.0
     for _ in range(2):
         beta, *_ = np.linalg.lstsq(X[keep], y[keep], rcond=None)
-        for _ in range(max_iter):
+        for _ in range(50):
             r = y - X @ beta
             scale = max(1.4826 * float(np.median(np.abs(r[keep] - np.median(r[keep])))), 1e-9)
             u = np.abs(r) / (k * scale)
