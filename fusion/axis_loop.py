@@ -314,18 +314,10 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
     k_n = series.dt.size
     m = params.shape[0]
     total = np.empty(m)
-    out = AxisOutputs(
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n, dtype=np.bool_),
-        np.empty(0),
-        np.empty(0, dtype=np.bool_),
-    )
+    # the per-frame outputs are not read: one scratch array takes them all
+    x = np.empty(k_n)
+    accepted, no_aid = np.empty(k_n, dtype=np.bool_), np.empty(0, dtype=np.bool_)
+    out = AxisOutputs(x, x, x, x, x, x, x, accepted, np.empty(0), no_aid)
     q_steps = np.empty(k_n)
     slip_steps = np.empty(k_n)
     rounding = np.empty(k_n)
