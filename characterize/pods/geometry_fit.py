@@ -384,20 +384,15 @@ def fit_pods(
     Args:
         drives: prepared sessions (:func:`~sensorbench.fusion.pod_drive.load_drive`),
             e.g. forward, sideways, spin and square drives.
-        interval_s: length of the fitting intervals (s); longer intervals shrink
-            the errors-in-variables bias from reference noise.
-        heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the
-            gyro's yaw, bias removed against mocap: ~20× less noisy per interval,
-            which sets the parallel pods' scale ratio and so the heading drift
-            per metre) or ``"auto"`` (imu when every session carries IMU yaw).
+        interval_s: length of the fitting intervals (s).
+        heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the gyro's
+            yaw, bias removed against mocap) or ``"auto"`` (imu when every session carries
+            IMU yaw).
         min_excitation: a regressor whose conditional signal energy is below this
             multiple of the reference-noise energy counts as not excited.
         counts_per_rev: ticks per wheel revolution (to report radii), one for every
             wheel or one per wheel; default from the sessions' encoder attributes.
-        slip_window_s: window of the slip-law fit against the IMU (s;
-            :mod:`~sensorbench.characterize.pods.slip_fit`), used when every session
-            carries IMU yaw; without, the law is fitted against mocap over the fit's
-            intervals (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`).
+        slip_window_s: window (s) of the slip-law fit against the IMU (:func:`_fit_slip`).
 
     Raises:
         FitError: no usable intervals, or no translation at all.
