@@ -277,7 +277,6 @@ class MergeSetup:
         footprint: body-frame polygon (V, 2) in m; returns inside it are dropped.
         pose_at: robot pose at any ns time, for motion compensation (None: robot still).
         max_dt_s: largest centre-time difference (s) of a pair.
-        step_rad: grid step (rad); None: the finer of the two lidars' angular steps.
     """
 
     front_mount: Mount
@@ -285,7 +284,6 @@ class MergeSetup:
     footprint: np.ndarray | None = None
     pose_at: PoseAt | None = None
     max_dt_s: float = 0.1
-    step_rad: float | None = None
 
     def __post_init__(self) -> None:
         if not self.max_dt_s > 0:
@@ -297,22 +295,16 @@ class MergeSetup:
                     "the footprint must be a polygon of at least 3 [x, y] corners (m)"
                 )
             object.__setattr__(self, "footprint", fp)
-        if self.step_rad is not None and not 0 < self.step_rad < 0.5:
-            raise FusionError(f"the grid step must be in (0, 0.5) rad, got {self.step_rad}")
 
     def steps(self, front: LidarTurns, rear: LidarTurns) -> tuple[float, float, float]:
         """The grid step, then the front and rear lidars' own angular steps (rad), measured on
-        each stream's first :data:`STEP_TURNS` turns with points: the grid's is
-        ``step_rad`` or the finer of the two; an own step that cannot be told is the grid's."""
+        each stream's first :data:`STEP_TURNS` turns with points: the grid's is the finer of
+        the two; an own step that cannot be told is the grid's."""
         f, r = angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear))
-        grid = self.step_rad
-        if grid is None:
-            measured = [s for s in (f, r) if np.isfinite(s)]
-            if not measured:
-                raise FusionError(
-                    "cannot tell the angular step: both streams have < 2 points per turn"
-                )
-            grid = min(measured)
+        measured = [s for s in (f, r) if np.isfinite(s)]
+        if not measured:
+            raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
+        grid = min(measured)
         return grid, (f if np.isfinite(f) else grid), (r if np.isfinite(r) else grid)
 
 
@@ -397,8 +389,8 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
 class StreamingMerger:
     """Incremental merge for capture: push turns as they arrive, get merged turns back,
     equal to :func:`merge_scans` over the whole streams, delayed by about ``2 × max_dt_s``
-    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points unless
-    ``setup.step_rad`` is given). Not thread-safe: call from one thread."""
+    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points). Not
+    thread-safe: call from one thread."""
 
     def __init__(self, setup: MergeSetup) -> None:
         self.setup = setup
@@ -415,8 +407,8 @@ class StreamingMerger:
         front, rear = self._buf["front"], self._buf["rear"]
         if front.n_turns == 0 or rear.n_turns == 0:
             return LidarTurns.empty()
-        waiting = self._steps is None and self.setup.step_rad is None
-        if waiting and min(np.count_nonzero(t.count > 0) for t in (front, rear)) < STEP_TURNS:
+        with_points = min(np.count_nonzero(t.count > 0) for t in (front, rear))
+        if self._steps is None and with_points < STEP_TURNS:
             return LidarTurns.empty()
         horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
         return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))
