@@ -1,8 +1,6 @@
-"""The filter-noise model: per-axis q, r and their fitted refinements (:class:`AxisNoise`,
-:class:`FilterNoise`), and its model file (kind ``filter_noise``; docs/PODS.md).
-
-The split filters (:mod:`~sensorbench.fusion.split_filter`) take it; ``fit noise``
-(:mod:`~sensorbench.characterize.pods.noise_fit`) writes it.
+"""The split filters' noise model: per-axis q, r and their fitted refinements
+(:class:`AxisNoise`, :class:`FilterNoise`), and its model file (kind ``filter_noise``,
+written by ``fit noise``; docs/PODS.md § "Noise fit").
 """
 
 from __future__ import annotations
@@ -42,19 +40,14 @@ class AxisNoise:
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
             (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`); 0 = fixed q.
-        slip_scale: the share (dimensionless) of the odometry slip model's per-step
-            variance that shows in the step's own increment: of the rolling part, and of
-            the whole when the slip model does not split it. Used only with a slip model.
+        slip_scale: the share (dimensionless) of the slip model's per-step variance (its
+            rolling part, or the whole when it does not split it) in the step's increment.
         drag_scale: the same for the dragging part of a wheel slip law; None =
             ``slip_scale``.
-        nis_se: the standard error (dimensionless, RMS over the fitted sessions) of the
-            clipped mean NIS each session was matched to, which a replay's NIS band adds
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`); 0 = an exact model.
-        stamp_var: variance (s²) of the frame times' error against the instants their
-            counts were sampled (receive jitter without device time): each update's r
-            gains ``stamp_var·v̂²``, v̂ the axis's recent velocity
-            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
-            frame times.
+        nis_se: the standard error (RMS over the fitted sessions) of the clipped mean NIS
+            each session was matched to, added to a replay's NIS band; 0 = an exact model.
+        stamp_var: variance (s²) of the frame times' error: each update's r gains
+            ``stamp_var·v̂²``, v̂ the axis's recent velocity; 0 = exact frame times.
     """
 
     q: float
@@ -80,8 +73,7 @@ class AxisNoise:
 
 
 REACH_WINDOW_S = 0.25
-"""Motion is measured over windows of this length (s): long enough that tick rounding
-does not pass for motion, short enough to see a slalom's turns."""
+"""Motion is measured over windows of this length (s)."""
 
 REACH_MOTIONS = {
     # key: (what it is, unit, floor: motion below it is no motion)
