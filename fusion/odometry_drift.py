@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 import numba
 import numpy as np
@@ -298,17 +298,9 @@ _NO_STEPS = np.empty(0)
 """Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
-class SlipModel(Protocol):
-    """What the filters need of a slip model: body-frame covariances of each step, whole
-    and as (rolling, dragging) parts."""
-
-    def step_covariances(
-        self, body_increments: np.ndarray, dt: np.ndarray | None = None
-    ) -> np.ndarray: ...
-
-    def step_covariance_parts(
-        self, body_increments: np.ndarray, dt: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]: ...
+SlipModel = OdometryDrift | PodSlip
+"""A slip model the filters take: body-frame covariances of each step, whole and as
+(rolling, dragging) parts."""
 
 
 @dataclass(frozen=True)
