@@ -35,16 +35,12 @@ class OdometryDrift:
             raise FusionError(f"odometry drift coefficients must be finite, >= 0, 3x3: {c}")
         object.__setattr__(self, "coef", c)
 
-    def step_variances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Variance (K, 3) of each step's body error (m², m², rad²)."""
-        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        return rows_dot(np.abs(inc), self.coef)
-
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error, the axes independent (``dt`` unused)."""
-        v = self.step_variances(body_increments)
+        """Covariance (K, 3, 3) of each step's body error (m², m², rad²), the axes
+        independent (``dt`` unused)."""
+        v = rows_dot(np.abs(np.nan_to_num(np.asarray(body_increments, dtype=float))), self.coef)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
     def step_covariance_parts(
