@@ -417,14 +417,11 @@ def heading_cross_check_model(
     rest: np.ndarray,
     gate: float,
 ) -> np.ndarray:
-    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,),
-    each frame against its own predicted variance.
-
-    ``model_var`` (K,, rad²) is the slip law's and the end rounding's variance of the pods'
-    Δθ; the gyro's white noise (1.4826·MAD at ``rest``) is added. ``u² = r²/(s·(model_var
-    + gyro))``, r the residual less its median (the gyro bias), with one scale s per session
-    making the moving frames' mean of u² below the gate χ²₁'s below it. nan where either
-    increment is missing, and everywhere when fewer than 50 frames move.
+    """Squared standardised disagreement ``u² = r²/(s·(model_var + gyro))`` (K,) of the pods'
+    and the IMU's yaw increments: r the residual less its median, ``model_var`` (K,, rad²)
+    the pods' predicted Δθ variance, gyro the white noise at ``rest``, s one scale per
+    session (docs/PODS.md § "A lifted or slipping wheel"). nan where either increment is
+    missing, and everywhere when fewer than 50 frames move.
     """
     from scipy.stats import chi2
 
@@ -465,13 +462,9 @@ CROSS_CHECK_BINS = 5
 def heading_cross_check(
     pods_dtheta: np.ndarray, imu_dtheta: np.ndarray, sigma_floor: float, travel: np.ndarray
 ) -> np.ndarray:
-    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,).
-
-    ``u = (Δθ_pods − Δθ_imu − median)/σ_k``, σ_k the robust spread (1.4826·MAD, at least
-    ``sigma_floor``, rad) of the frames in the same quantile bin of ``travel`` (K,, m;
-    :data:`CROSS_CHECK_BINS` bins over the moving frames, the floor at rest), so u² is
-    about χ²₁ for a working odometry. A fault longer than half a bin's frames widens its σ
-    and hides itself. nan where either increment is missing.
+    """Squared standardised disagreement ``u² = ((Δθ_pods − Δθ_imu − median)/σ_k)²`` (K,),
+    σ_k the robust spread (at least ``sigma_floor``, rad) of the frames in the same
+    quantile bin of ``travel`` (K,, m); nan where either increment is missing.
     """
     resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
     trav = np.asarray(travel, float)

@@ -76,13 +76,8 @@ def _intervals(
     drives: Sequence[Drive], offsets: Sequence[float], w_inv: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per usable interval: odometry-minus-reference body difference (M, 3), signed
-    reference motion (M, 3), path length (M, 3) and endpoint speeds² summed (M, 3).
-
-    The path length is Σ|body step| over the interval per axis (m, m, rad): slip grows
-    with the distance rolled, not the net one. The endpoint speeds (m/s, rad/s) carry a
-    residual time misalignment τ between encoder and reference: it adds
-    τ²·(v_start² + v_end²) to δ², which grows with motion without accumulating.
-    """
+    reference motion (M, 3), path length Σ|body step| (M, 3; m, m, rad) and endpoint
+    speeds² summed (M, 3; the timing term's regressor)."""
     parts = []
     for d, offset in zip(drives, offsets, strict=True):
         dn, xi, bounds = drive_intervals(d, offset, interval_s)

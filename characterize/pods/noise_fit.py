@@ -339,10 +339,9 @@ def leave_one_out(
     gate: float = NIS_GATE_99,
     align_interval_s: float | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """How the noise fit carries to drives it did not see: per session, the noise fitted
-    on the others and that session replayed with it against its mocap (truth inside the
-    stated 2σ per axis, mean NEES, whether it is overconfident, and where its motion lies
-    outside the other drives' reach).
+    """Per session, that session replayed against its mocap with the noise fitted on the
+    others: truth inside the stated 2σ per axis, mean NEES, overconfident axes, and where
+    its motion lies outside the other drives' reach.
 
     Raises:
         FitError: fewer than 3 sessions (each fit needs 2), or a session without mocap.
