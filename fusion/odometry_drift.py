@@ -231,12 +231,9 @@ def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law (docs/PODS.md, Wheel slip): over a step of h
-    seconds pod i's rolled distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| +
-    turn_var·s_i·v_i·|ω|`` (m²; d_i rolled, d⊥_i dragged, s_i its contact's travel, m;
-    v_i = s_i/h, ω = Δθ/h), pods independent; the body step's covariance is
-    ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``. The drag by rotation about a point off a pod's rolling
-    line is left out: that arm is not observable from the counts.
+    """Slip per pod, the wheels' own law (docs/PODS.md § "Wheel slip"): pod i's rolled
+    distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| + turn_var·s_i·v_i·|ω|`` (m²) over
+    a step, pods independent; the body step's covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
