@@ -472,25 +472,20 @@ def replay_session(
     monitor_tau: float | None = None,
 ) -> Replay:
     """Replay one session through the split filters with the pods' ``geometry`` and the
-    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids) and score it.
+    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids), from the
+    reference pose at the first frame (zero without one), and score it.
 
     Args:
-        reference: ``"mocap"`` (the session's mocap stream, aligned in time
-            to the encoder) or ``"truth"`` (a simulated session's truth).
-        repair: rebuild bounce frames from the other pods and the IMU yaw
-            (when the encoder stream carries one).
+        reference: ``"mocap"`` (aligned in time to the encoder) or ``"truth"``.
+        repair: rebuild bounce frames from the other pods and the IMU yaw (if any).
         align_interval_s: interval (s) of the encoder/mocap time alignment; None:
             :func:`~sensorbench.fusion.pod_drive.align_interval_for`.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
-            one-sided level of the ``degraded`` flag; each of its m channels (x, y,
-            heading, and pods against IMU) takes ``monitor_level ** (1/m)`` (Šidák).
+            one-sided level, ``monitor_level ** (1/m)`` for each of its m channels (Šidák).
         monitor_tau: the axis monitors' NIS autocorrelation time; None: each axis's
             :func:`~sensorbench.fusion.consistency.geyer_tau`; 1.0: the live monitor's.
-        window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
-            None: open); the errors are scored over the same span.
-
-    The filter starts at the reference pose at the first frame (zero pose
-    without a reference).
+        window_ns: replay and score only the frames (and aiding samples) in ``[t0, t1)``
+            (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
     inc = odo.increments(geometry, repair)

@@ -45,15 +45,11 @@ class PodGeometry:
         lever: lever arm L = x sin φ − y cos φ (m), shape (N,).
         names: pod names, in counter order.
         counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
-        row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted
-            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None
+        row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted, or None
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
-        slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
-            per m rolled per m·rad/s² of lateral acceleration), or None
-            (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
-        creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
-            wheel speed and lateral acceleration and, optionally, the estimates κ̂_v, κ̂_t
-            the odometry is corrected by, :data:`CREEP_KEYS`), or None.
+        slip: the wheels' slip law (roll_var, drag_var[, turn_var] of
+            :class:`~sensorbench.fusion.odometry_drift.PodSlip`), or None.
+        creep: the wheels' creep (:data:`CREEP_KEYS`' values in order), or None.
     """
 
     c: np.ndarray
