@@ -276,9 +276,7 @@ def nis_monitor(
         window: number of updates per window (frames without an update are skipped).
         level: one-sided level of the threshold under a consistent filter.
         tau: integrated autocorrelation time of the clipped NIS of a consistent filter
-            (:func:`geyer_tau`; 1 = independent updates): a window of correlated NIS
-            holds ``window/tau`` independent ones, and its threshold is theirs
-            (:func:`window_threshold`).
+            (:func:`geyer_tau`; 1 = independent updates; :func:`window_threshold`).
 
     Raises:
         FusionError: window < 2 or level outside (0, 1).

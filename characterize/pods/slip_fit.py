@@ -41,8 +41,7 @@ class SlipFit:
         slip: the law (bound to the geometry it was fitted with).
         roll_se, drag_se: standard errors of its two variances (m² per m).
         intercept: the variance not growing with motion: against the IMU (1,) the gyro's
-            noise (rad²; the rounding of the windows' ends is modelled, not fitted);
-            against mocap (3,) the reference's noise per body axis (m², m², rad²).
+            noise (rad²), against mocap (3,) the reference's per body axis (m², m², rad²).
         n_windows: windows used; trimmed: windows dropped as faults.
         drag_identified: False when the drives hardly dragged a pod sideways.
         rolled_m, dragged_m: distance rolled and dragged by the pods the check sees (m).
