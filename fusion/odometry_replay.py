@@ -71,15 +71,14 @@ class OdometryInput:
     dn: np.ndarray
     imu_dtheta: np.ndarray | None = None
 
-    def increments(self, geometry: PodGeometry, repair: bool = True) -> np.ndarray:
-        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``.
-
-        With an IMU and ``repair``, frames where a parallel pod bounced are
-        rebuilt from the other pods and the IMU (:func:`repair_bounces`).
-        """
+    def increments(self, geometry: PodGeometry, repair: bool = True) -> tuple[np.ndarray, int]:
+        """Body increments (K, 3) (m, m, rad) through ``W⁻¹`` and how many frames were
+        rebuilt: with an IMU and ``repair``, those where a parallel pod bounced
+        (:func:`repair_bounces`)."""
         if repair and self.imu_dtheta is not None:
-            return repair_bounces(geometry.W, self.dn, self.imu_dtheta)[0]
-        return body_increments(geometry.W, self.dn)
+            inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
+            return inc, int(np.count_nonzero(repaired))
+        return body_increments(geometry.W, self.dn), 0
 
 
 def cross_check_variance(
@@ -488,10 +487,7 @@ def replay_session(
             (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
-    inc = odo.increments(geometry, repair)
-    n_repaired = 0
-    if repair and odo.imu_dtheta is not None:
-        n_repaired = int(np.count_nonzero(repair_bounces(geometry.W, odo.dn, odo.imu_dtheta)[1]))
+    inc, n_repaired = odo.increments(geometry, repair)
     ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise

@@ -321,7 +321,7 @@ def fit_noise(
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
         times.append(odo.t_s)
-        increments.append(inc := odo.increments(geometry))
+        increments.append(inc := odo.increments(geometry)[0])
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
     if (n := sum(i.shape[0] for i in increments)) < 50:
