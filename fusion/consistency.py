@@ -488,10 +488,7 @@ def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, f
     """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
     x = np.asarray(innovations, dtype=float)
     x = x[np.isfinite(x)]
-    k = x.size
-    if k < max_lag + 2:
+    acf = _autocorrelation(x - x.mean()) if x.size >= max_lag + 2 else None
+    if acf is None:
         return np.full(max_lag, np.nan), float("nan")
-    x = x - x.mean()
-    den = float(x @ x)
-    rho = np.array([float(x[lag:] @ x[:-lag]) / den for lag in range(1, max_lag + 1)])
-    return rho, 1.96 / math.sqrt(k)
+    return acf[0][1 : max_lag + 1], 1.96 / math.sqrt(x.size)
