@@ -360,10 +360,10 @@ def reference_consistency(
     tr, at, ref = _at_reference(t_s, np.hstack([pose, var]), ref_t, ref_pose)
     noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
     v = at[:, 3:] + noise
-    n_eff: Any = [None] * 3
+    n_eff: list[float | None] = [None] * 3
     if shared is not None and np.all(v > 0):
         frames = np.clip(np.searchsorted(t_s, tr), 0, t_s.size - 1)
-        n_eff = model_effective_samples(shared, frames, v)
+        n_eff = model_effective_samples(shared, frames, v).tolist()
     out = {}
     for j, a in enumerate(AXES):
         e = at[:, j] - ref[:, j]
@@ -371,8 +371,7 @@ def reference_consistency(
             e = (e + np.pi) % (2 * np.pi) - np.pi
         ok = v[:, j] > 0
         if np.count_nonzero(ok) >= 2:
-            ne = None if n_eff[j] is None else float(n_eff[j])
-            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok, j], n_eff=ne)
+            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok, j], n_eff=n_eff[j])
     return out
 
 

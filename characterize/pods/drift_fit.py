@@ -175,7 +175,6 @@ def fit_drift(
     coef_se = np.full((3, 3), np.nan)
     intercept = np.zeros(3)
     timing = np.zeros(3)
-    identified = np.zeros((3, 3), dtype=bool)
     for j in range(3):
         y = resid[:, j] ** 2
         x = np.column_stack([path, ends[:, j], np.ones(y.size)])
@@ -190,7 +189,6 @@ def fit_drift(
             keep = now
         coef[j], coef_se[j] = beta[:3], se[:3]
         timing[j], intercept[j] = beta[3], beta[4]
-        identified[j] = excited
         if excited[:2].any() and not excited[:2].all():
             coef[j, :2] = coef[j, :2].max()
     return DriftFit(
@@ -198,7 +196,7 @@ def fit_drift(
         coef_se,
         intercept,
         np.sqrt(timing),
-        identified,
+        np.tile(excited, (3, 1)),
         int(delta.shape[0]),
         excitation,
     )
