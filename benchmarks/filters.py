@@ -123,7 +123,7 @@ def _replay(
         geometry = PodGeometry.from_mounts(x, y, phi, c)
         noise = fit_noise([path], geometry, max_frames=1500 if quick else 3000).noise
         odo = read_odometry(path)
-    inc = odo.increments(geometry)
+    inc = odo.increments(geometry)[0]
     t_ref = (t_truth - odo.t0_ns) * 1e-9
     x0, y0, yaw0 = (float(np.interp(odo.t_s[0], t_ref, truth[:, k])) for k in range(3))
     pose0 = (x0, y0, yaw0)

@@ -66,21 +66,19 @@ def capture_scenario(
     speed: float = 10.0,
     bringup_budget_s: float = 4.0,
     label: str | None = None,
-    config: str | os.PathLike[str] | None = None,
 ) -> CapturedSession:
-    """Emulate ``devices`` of the robot ``config`` (default
-    ``examples/robot-emulated.toml``) driven by ``scenario`` at ``speed`` (simulated s per
-    host s), with ``pose_streams`` (``mocap``, ``pose_sensor``) from the emulated pose
-    source, and capture them into ``output`` after a lead-in hold of ``bringup_budget_s``
-    host seconds. SimError: unknown devices or streams, or the capture failed."""
+    """Emulate ``devices`` of the robot ``examples/robot-emulated.toml`` driven by
+    ``scenario`` at ``speed`` (simulated s per host s), with ``pose_streams`` (``mocap``,
+    ``pose_sensor``) from the emulated pose source, and capture them into ``output`` after
+    a lead-in hold of ``bringup_budget_s`` host seconds. SimError: unknown devices or
+    streams, or the capture failed."""
     t_start = time.monotonic()
     warm_up_kernels()  # before the emulators and readers start: a compile stalls them all
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    base = Path(config) if config is not None else DEFAULT_CONFIG
     label = label or scenario.name
     cfg_path = run_dir / f"robot-{''.join(c if c.isalnum() else '_' for c in label)}.toml"
-    cfg_path.write_text(subset_config_text(base.read_text(), devices))
+    cfg_path.write_text(subset_config_text(DEFAULT_CONFIG.read_text(), devices))
     lead_in, sc_lead_in = bringup_budget_s * speed, scenario.trajectory["lead_in_s"]
     sc = scenario.with_overrides({"trajectory": {"lead_in_s": sc_lead_in + lead_in}})
     robot = EmulatedRobot(

@@ -1,11 +1,8 @@
-"""Pose-sensor fixes waiting for the encoder frame the split filters apply them at.
-
-A pose sample at time t (s) is applied after the first encoder frame at or after t,
-shifted by the odometry's motion from t to that frame; its variance follows the
-pose-error model with m, the updates since the last relocalization, counted as samples
-arrive. Invariant: :class:`AidQueue` applies a sample at the same frame, with the same
-shift and variance, whatever chunks samples and frames arrive in, provided it arrives
-before that frame is filtered; a later one is dropped and counted (``late``).
+"""Pose-sensor fixes waiting for the encoder frame the split filters apply them at: a
+sample at t (s) after the first frame at or after t, shifted by the odometry's motion
+since t, its variance from the pose-error model. :class:`AidQueue` applies it alike
+whatever chunks samples and frames arrive in, unless it comes after its frame was
+filtered (dropped and counted, ``late``).
 """
 
 from __future__ import annotations

@@ -92,16 +92,9 @@ class AxisSteps(NamedTuple):
 
 
 class AxisGates(NamedTuple):
-    """The loop's constants.
-
-    Attributes:
-        gate_nis: bound of the raw ν²/S of an odometry update (above it: rejected).
-        aid_gate: bound of an absolute fix's ν²/S.
-        var_v0: the velocity variance a forced update resets to at least (unit²/s²).
-        max_rejects: consecutive rejections after which the next update is forced.
-        max_carried: consecutive rejections with every step carried after which the next
-            update is forced.
-    """
+    """The loop's constants: :class:`~sensorbench.fusion.axis_step.AxisOptions`', its
+    ``gate`` bounding the ν²/S of both the odometry updates (``gate_nis``) and the
+    absolute fixes (``aid_gate``)."""
 
     gate_nis: float
     aid_gate: float
@@ -276,19 +269,16 @@ def axis_loop(
 
 
 class NllSeries(NamedTuple):
-    """One axis series for :func:`nll_sets` (arrays (K,) unless stated).
+    """One axis series for :func:`nll_sets` (arrays (K,) unless stated; dt, z, u, scored
+    and censor as :class:`AxisSteps`').
 
     Attributes:
-        dt, z: step durations (s) and odometry increments (unit).
-        u: acceleration fed forward (unit/s²).
         jerk: the observed jerk (unit/s³), unreduced by its noise.
         jerk_gains: (4, K) the jerk's noise variance per unit of r, of slip_scale and of
             drag_scale, and that of ``stamp`` (whole).
         slip, drag: rolling and dragging slip variance of each step (unit²).
         profile: the rounding's profile (r of a step = r·profile + stamp).
         stamp: what the frame times' error adds to each step's r (unit²).
-        scored: steps whose innovation counts (bool).
-        censor: ν² bounds (unit², ∞ = none).
     """
 
     dt: np.ndarray
@@ -314,18 +304,10 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
     k_n = series.dt.size
     m = params.shape[0]
     total = np.empty(m)
-    out = AxisOutputs(
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n),
-        np.empty(k_n, dtype=np.bool_),
-        np.empty(0),
-        np.empty(0, dtype=np.bool_),
-    )
+    # the per-frame outputs are not read: one scratch array takes them all
+    x = np.empty(k_n)
+    accepted, no_aid = np.empty(k_n, dtype=np.bool_), np.empty(0, dtype=np.bool_)
+    out = AxisOutputs(x, x, x, x, x, x, x, accepted, np.empty(0), no_aid)
     q_steps = np.empty(k_n)
     slip_steps = np.empty(k_n)
     rounding = np.empty(k_n)

@@ -333,14 +333,8 @@ def _axis_chunk(
     return floats, flags, series[:, max(h + k_n - MOTION_HISTORY, 0):].copy()
 
 
-def run_axis(
-    inp: AxisInput,
-    noise: AxisNoise,
-    options: AxisOptions | None = None,
-    p0: float = 0.0,
-    var_p0: float = 0.0,
-) -> AxisTrack:
-    """One axis filter over all of ``inp`` from rest at ``p0`` with variance ``var_p0``
-    (:func:`step_axis` from :func:`start_axis`)."""
+def run_axis(inp: AxisInput, noise: AxisNoise, options: AxisOptions | None = None) -> AxisTrack:
+    """One axis filter over all of ``inp`` from rest at 0 (:func:`step_axis` from
+    :func:`start_axis`)."""
     opt = AxisOptions() if options is None else options
-    return step_axis(start_axis(p0, var_p0, opt.var_v0), inp, noise, opt)[1]
+    return step_axis(start_axis(var_v0=opt.var_v0), inp, noise, opt)[1]

@@ -1,10 +1,7 @@
 """Is a filter's stated uncertainty honest? NEES and coverage against a reference, the
-NIS against its clipped χ²₁ law, and a sliding-window NIS monitor.
-
-Errors are in m or rad, variances in m² or rad², times in s. Invariant: every statistic
-is judged against its exact law under a consistent filter (χ² quantiles over an
-effective sample size, the clipped χ²₁ window mean by convolution), so a consistent
-filter trips each verdict at its stated level. docs/PODS.md states the figures.
+NIS against its clipped χ²₁ law, and a sliding-window NIS monitor, each judged against
+its exact law under a consistent filter (errors m or rad, variances m² or rad², times s;
+docs/PODS.md § "Is the stated uncertainty honest?").
 """
 
 from __future__ import annotations
@@ -28,39 +25,35 @@ def expected_coverage(k: float) -> float:
 
 
 def effective_samples(z: np.ndarray) -> float:
-    """Effective number of independent samples of ``z²`` for a correlated Gaussian series z:
-    the N whose χ²(N)/N has the variance the mean of z² has, between 1 and N.
-
-    ``N / τ``, τ = 1 + 2 Σ_l ρ_l², ρ_l the autocorrelation of z about 0 (for Gaussian z
-    that of the squares is ρ_l²), summed over the lags where Geyer's initial positive
-    sequence of z's own ρ is still positive. A factor shared by the whole path whose effect
-    changes sign along it does not show here: replays take N_eff from their error model
-    (:mod:`~sensorbench.fusion.nees_samples`).
-    """
+    """Effective number (1..N) of independent samples of ``z²`` for a correlated Gaussian
+    series z: ``N / τ``, τ = 1 + 2 Σ_l ρ_l² over the lags where Geyer's initial positive
+    sequence of z's autocorrelation ρ (about 0) is still positive."""
     x = np.asarray(z, dtype=float)
+    acf = _autocorrelation(x)
+    if acf is None:
+        return float(max(x.size, 1))
+    rho, pairs = acf
+    tau = 1.0 + 2.0 * float(np.sum(rho[1 : 2 * pairs] ** 2))
+    return float(min(x.size, max(1.0, x.size / tau)))
+
+
+def _autocorrelation(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """ρ_0..ρ_{n−1} of ``x`` about 0 (by FFT) and how many pairs ρ_{2m} + ρ_{2m+1} of
+    Geyer's initial positive sequence are positive; None below 4 samples or for all 0."""
     n = x.size
     den = float(x @ x)
     if n < 4 or den <= 0:
-        return float(max(n, 1))
-    rho = _autocorrelation(x, den)
-    m = n // 2
-    stop = np.flatnonzero(rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2] <= 0)
-    lags = 2 * (int(stop[0]) if stop.size else m)
-    tau = 1.0 + 2.0 * float(np.sum(rho[1:lags] ** 2))
-    return float(min(n, max(1.0, n / tau)))
-
-
-def _autocorrelation(x: np.ndarray, den: float) -> np.ndarray:
-    """ρ_0..ρ_{n−1} of ``x`` about 0 (``den`` = x·x), by FFT."""
-    n = x.size
+        return None
     nfft = 1 << (2 * n - 1).bit_length()
     f = np.fft.rfft(x, nfft)
-    return np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+    rho = np.fft.irfft(f * np.conj(f), nfft)[:n] / den
+    m = n // 2
+    stop = np.flatnonzero(rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2] <= 0)
+    return rho, int(stop[0]) if stop.size else m
 
 
 NEES_MIN_SAMPLES = 2.0
-"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`):
-with 2 its 95 % limit is 3.00 (a consistent filter flagged at most 8.3 % of the time)."""
+"""The fewest effective samples the overconfidence verdict takes (:func:`nees_limit`)."""
 
 
 def nees_limit(n_eff: float, level: float = 0.95) -> float:
@@ -252,23 +245,16 @@ class MonitorResult:
 
 
 def geyer_tau(y: np.ndarray) -> float:
-    """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l of a stationary series about its
-    sample mean, the sum truncated by Geyer's initial monotone sequence (pairs
-    ρ_{2m} + ρ_{2m+1} while positive, made non-increasing); ≥ 1. The mean of n samples
-    varies as that of n/τ independent ones."""
+    """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l (≥ 1) of a stationary series about its
+    sample mean, truncated by Geyer's initial monotone sequence (nan values left out)."""
     x = np.asarray(y, dtype=float)
     x = x[np.isfinite(x)]
-    n = x.size
-    x = x - x.mean() if n else x
-    den = float(x @ x)
-    if n < 4 or den <= 0:
+    acf = _autocorrelation(x - x.mean() if x.size else x)
+    if acf is None:
         return 1.0
-    rho = _autocorrelation(x, den)
-    m = n // 2
-    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]
-    stop = np.flatnonzero(pairs <= 0)
-    pairs = np.minimum.accumulate(pairs[: stop[0]] if stop.size else pairs)
-    return max(1.0, -1.0 + 2.0 * float(pairs.sum()))
+    rho, pairs = acf
+    positive = np.minimum.accumulate(rho[0 : 2 * pairs : 2] + rho[1 : 2 * pairs + 1 : 2])
+    return max(1.0, -1.0 + 2.0 * float(positive.sum()))
 
 
 def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -> float:
@@ -290,9 +276,7 @@ def nis_monitor(
         window: number of updates per window (frames without an update are skipped).
         level: one-sided level of the threshold under a consistent filter.
         tau: integrated autocorrelation time of the clipped NIS of a consistent filter
-            (:func:`geyer_tau`; 1 = independent updates): a window of correlated NIS
-            holds ``window/tau`` independent ones, and its threshold is theirs
-            (:func:`window_threshold`).
+            (:func:`geyer_tau`; 1 = independent updates; :func:`window_threshold`).
 
     Raises:
         FusionError: window < 2 or level outside (0, 1).
@@ -326,9 +310,7 @@ def nis_monitor(
 
 @dataclass
 class NisConsistency:
-    """Is the NIS of one axis χ²₁? The mean of ``min(NIS, gate)`` (so one bounce costs at
-    most the gate) with an effective-sample-size band, and the gate's rejection rate
-    against its nominal rate.
+    """Is the NIS of one axis χ²₁? (docs/PODS.md § "Noise fit")
 
     Attributes:
         k: updates judged (rejected ones included).
@@ -433,14 +415,11 @@ def heading_cross_check_model(
     rest: np.ndarray,
     gate: float,
 ) -> np.ndarray:
-    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,),
-    each frame against its own predicted variance.
-
-    ``model_var`` (K,, rad²) is the slip law's and the end rounding's variance of the pods'
-    Δθ; the gyro's white noise (1.4826·MAD at ``rest``) is added. ``u² = r²/(s·(model_var
-    + gyro))``, r the residual less its median (the gyro bias), with one scale s per session
-    making the moving frames' mean of u² below the gate χ²₁'s below it. nan where either
-    increment is missing, and everywhere when fewer than 50 frames move.
+    """Squared standardised disagreement ``u² = r²/(s·(model_var + gyro))`` (K,) of the pods'
+    and the IMU's yaw increments: r the residual less its median, ``model_var`` (K,, rad²)
+    the pods' predicted Δθ variance, gyro the white noise at ``rest``, s one scale per
+    session (docs/PODS.md § "A lifted or slipping wheel"). nan where either increment is
+    missing, and everywhere when fewer than 50 frames move.
     """
     from scipy.stats import chi2
 
@@ -481,13 +460,9 @@ CROSS_CHECK_BINS = 5
 def heading_cross_check(
     pods_dtheta: np.ndarray, imu_dtheta: np.ndarray, sigma_floor: float, travel: np.ndarray
 ) -> np.ndarray:
-    """Squared standardised disagreement of the pods' and the IMU's yaw increments (K,).
-
-    ``u = (Δθ_pods − Δθ_imu − median)/σ_k``, σ_k the robust spread (1.4826·MAD, at least
-    ``sigma_floor``, rad) of the frames in the same quantile bin of ``travel`` (K,, m;
-    :data:`CROSS_CHECK_BINS` bins over the moving frames, the floor at rest), so u² is
-    about χ²₁ for a working odometry. A fault longer than half a bin's frames widens its σ
-    and hides itself. nan where either increment is missing.
+    """Squared standardised disagreement ``u² = ((Δθ_pods − Δθ_imu − median)/σ_k)²`` (K,),
+    σ_k the robust spread (at least ``sigma_floor``, rad) of the frames in the same
+    quantile bin of ``travel`` (K,, m); nan where either increment is missing.
     """
     resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
     trav = np.asarray(travel, float)
@@ -513,10 +488,7 @@ def whiteness(innovations: np.ndarray, max_lag: int = 10) -> tuple[np.ndarray, f
     """Normalised autocorrelation ρ_1..ρ_max_lag of a series and the bound 1.96/√K."""
     x = np.asarray(innovations, dtype=float)
     x = x[np.isfinite(x)]
-    k = x.size
-    if k < max_lag + 2:
+    acf = _autocorrelation(x - x.mean()) if x.size >= max_lag + 2 else None
+    if acf is None:
         return np.full(max_lag, np.nan), float("nan")
-    x = x - x.mean()
-    den = float(x @ x)
-    rho = np.array([float(x[lag:] @ x[:-lag]) / den for lag in range(1, max_lag + 1)])
-    return rho, 1.96 / math.sqrt(k)
+    return acf[0][1 : max_lag + 1], 1.96 / math.sqrt(x.size)

@@ -57,31 +57,22 @@ def estimate_batch(
     return PoseBatch(t_ns, position, quat, np.ones(n, bool), flags, cov)
 
 
-def monitor_message(channel: str, kind: str) -> str:
-    """The text of a monitor event (``kind`` ``degraded`` or ``consistent``)."""
-    what = (
-        "pods against IMU yaw: sliding-window disagreement "
-        if channel == CROSS_CHECK
-        else f"{channel} filter: sliding-window NIS "
-    )
-    return what + ("above" if kind == "degraded" else "back under") + " its threshold"
-
-
-def declare_estimate(
-    writer: SessionWriter, attrs: Mapping[str, Any], name: str = ESTIMATE_STREAM
-) -> None:
+def declare_estimate(writer: SessionWriter, attrs: Mapping[str, Any]) -> None:
     """Add the estimate stream (with its covariance) to ``writer`` before it starts."""
-    writer.add_pose(
-        name, kind="estimate", attrs={"units": ESTIMATE_UNITS, **attrs}, covariance=True
-    )
+    units = {"units": ESTIMATE_UNITS, **attrs}
+    writer.add_pose(ESTIMATE_STREAM, kind="estimate", attrs=units, covariance=True)
 
 
-def write_monitor_events(
-    writer: SessionWriter, events: Iterable[tuple[int, str, str]], source: str = ESTIMATE_STREAM
-) -> None:
-    """Write monitor events ``(t_ns, channel, kind)``."""
+def write_monitor_events(writer: SessionWriter, events: Iterable[tuple[int, str, str]]) -> None:
+    """Write monitor events ``(t_ns, channel, kind)`` (``kind`` ``degraded`` or ``consistent``)."""
     for t_ns, channel, kind in events:
-        writer.event(int(t_ns), source, kind, monitor_message(channel, kind))
+        what = (
+            "pods against IMU yaw: sliding-window disagreement"
+            if channel == CROSS_CHECK
+            else f"{channel} filter: sliding-window NIS"
+        )
+        side = "above" if kind == "degraded" else "back under"
+        writer.event(int(t_ns), ESTIMATE_STREAM, kind, f"{what} {side} its threshold")
 
 
 def write_estimate_session(

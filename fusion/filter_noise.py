@@ -1,8 +1,6 @@
-"""The filter-noise model: per-axis q, r and their fitted refinements (:class:`AxisNoise`,
-:class:`FilterNoise`), and its model file (kind ``filter_noise``; docs/PODS.md).
-
-The split filters (:mod:`~sensorbench.fusion.split_filter`) take it; ``fit noise``
-(:mod:`~sensorbench.characterize.pods.noise_fit`) writes it.
+"""The split filters' noise model: per-axis q, r and their fitted refinements
+(:class:`AxisNoise`, :class:`FilterNoise`), and its model file (kind ``filter_noise``,
+written by ``fit noise``; docs/PODS.md § "Noise fit").
 """
 
 from __future__ import annotations
@@ -42,19 +40,14 @@ class AxisNoise:
         q_jerk: growth of the velocity random walk with the odometry's observed squared
             jerk (s³): the step's q is ``q + q_jerk·ĵ²``
             (:func:`~sensorbench.fusion.odometry_motion.jerk_sq`); 0 = fixed q.
-        slip_scale: the share (dimensionless) of the odometry slip model's per-step
-            variance that shows in the step's own increment: of the rolling part, and of
-            the whole when the slip model does not split it. Used only with a slip model.
+        slip_scale: the share (dimensionless) of the slip model's per-step variance (its
+            rolling part, or the whole when it does not split it) in the step's increment.
         drag_scale: the same for the dragging part of a wheel slip law; None =
             ``slip_scale``.
-        nis_se: the standard error (dimensionless, RMS over the fitted sessions) of the
-            clipped mean NIS each session was matched to, which a replay's NIS band adds
-            (:func:`~sensorbench.fusion.consistency.nis_consistency`); 0 = an exact model.
-        stamp_var: variance (s²) of the frame times' error against the instants their
-            counts were sampled (receive jitter without device time): each update's r
-            gains ``stamp_var·v̂²``, v̂ the axis's recent velocity
-            (:func:`~sensorbench.fusion.odometry_motion.observed_speed_sq`). 0 = exact
-            frame times.
+        nis_se: the standard error (RMS over the fitted sessions) of the clipped mean NIS
+            each session was matched to, added to a replay's NIS band; 0 = an exact model.
+        stamp_var: variance (s²) of the frame times' error: each update's r gains
+            ``stamp_var·v̂²``, v̂ the axis's recent velocity; 0 = exact frame times.
     """
 
     q: float
@@ -80,8 +73,7 @@ class AxisNoise:
 
 
 REACH_WINDOW_S = 0.25
-"""Motion is measured over windows of this length (s): long enough that tick rounding
-does not pass for motion, short enough to see a slalom's turns."""
+"""Motion is measured over windows of this length (s)."""
 
 REACH_MOTIONS = {
     # key: (what it is, unit, floor: motion below it is no motion)
@@ -212,12 +204,6 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
     doc = read_model(
         path, NOISE_MODEL_KIND, NOISE_MODEL_VERSION, NOISE_MODEL_UNITS, keys=FILTER_NOISE_KEYS
     )
-    if any("q_acc" in t for t in doc.get("axes", {}).values() if isinstance(t, Mapping)):
-        raise ModelFileError(
-            f"{path}: its q grows with the observed acceleration (q_acc, format 1); the "
-            "filters now feed that acceleration forward and grow q with the jerk instead, "
-            "so the fitted values do not carry over: refit with `sensorbench fit noise`"
-        )
     _refuse_retired_laws(path, doc.get("axes", {}))
     try:
         axes = doc["axes"]
@@ -244,32 +230,29 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
 
 
 def _refuse_retired_laws(path: str | os.PathLike[str], axes: Any) -> None:
-    """Refuse the laws no fit produces any more, naming the key: a finite ``dof`` (a
-    Student-t innovation law; ``dof = inf`` loads) and ``feedforward = false`` (``true``
-    loads): the filters are Gaussian and always feed the observed acceleration forward."""
+    """Refuse the laws no fit produces any more, naming the key: ``q_acc`` (format 1: q
+    grew with the observed acceleration), a finite ``dof`` (a Student-t innovation law;
+    ``dof = inf`` loads) and ``feedforward = false`` (``true`` loads): the filters are
+    Gaussian, feed the observed acceleration forward and grow q with the jerk."""
     if not isinstance(axes, Mapping):
         return
     for a, t in axes.items():
         if not isinstance(t, Mapping):
             continue
-        dof = t.get("dof", math.inf)
+        dof, feedforward = t.get("dof", math.inf), t.get("feedforward", True)
         try:
             finite = math.isfinite(float(dof))
         except (TypeError, ValueError):
             finite = True
-        if finite:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has dof = {dof!r}, a Student-t innovation law; the "
-                "filters are Gaussian only (dof = inf or no dof key): refit with "
-                "`sensorbench fit noise`"
-            )
-        value = t.get("feedforward", True)
-        if value is not True:
-            raise ModelFileError(
-                f"{path}: [axes.{a}] has feedforward = {value!r}; the filters always feed "
-                "the observed acceleration forward (feedforward = true or no key): refit "
-                "with `sensorbench fit noise`"
-            )
+        why = None
+        if "q_acc" in t:
+            why = "has q_acc, a q growing with the observed acceleration (format 1)"
+        elif finite:
+            why = f"has dof = {dof!r}, a Student-t innovation law (Gaussian: dof = inf or none)"
+        elif feedforward is not True:
+            why = f"has feedforward = {feedforward!r} (the acceleration is always fed forward)"
+        if why is not None:
+            raise ModelFileError(f"{path}: [axes.{a}] {why}: refit with `sensorbench fit noise`")
 
 
 def _optional(row: Mapping[str, Any]) -> dict[str, Any]:

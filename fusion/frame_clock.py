@@ -125,12 +125,9 @@ class FrameClock:
 
 def stamp_variance(t_s: np.ndarray) -> float:
     """Variance (s²) of white errors in frame times ``t_s`` (s): (1.4826·MAD)²/6 of their
-    second differences, whose noise is ``ε_{k+1} − 2ε_k + ε_{k−1}`` (variance 6σ²) while
-    a steady or slowly changing frame rate leaves ~0 (the triples around a dropped frame,
-    a step longer than 1.5× the median, are left out). Frames timed on a device clock
-    give ~0; frames stamped by a host as they arrive give the receive jitter (with any
-    jitter of the sampling itself, which this cannot tell apart: an upper bound). 0 with
-    fewer than 10 such triples."""
+    second differences (noise variance 6σ²), the triples around a dropped frame (a step
+    over 1.5× the median) left out; 0 with fewer than 10 triples. An upper bound: it
+    cannot tell receive jitter from jitter of the sampling itself."""
     t = np.asarray(t_s, dtype=float)
     if t.size < 12:
         return 0.0

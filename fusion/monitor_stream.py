@@ -1,13 +1,8 @@
-"""The sliding-window NIS monitor fed frame chunk by frame chunk.
-
-:class:`NisMonitorStream` gives, chunk after chunk, the flags
-:func:`~sensorbench.fusion.consistency.nis_monitor` gives over the whole series: the
-window mean of the last ``window`` clipped NIS values (the running sum continued from
-its carried value, so every difference is the one the whole series takes), the flag
-of the latest update held for fewer than ``window`` frames, and the frames where it
-rises and falls (``tests/test_fusion_monitor_stream.py``). The window looks back only,
-so the monitor is causal; the pods-against-IMU check is not (its spread is the
-session's) and has no stream.
+"""The sliding-window NIS monitor fed frame chunk by frame chunk: :class:`NisMonitorStream`
+gives, chunk after chunk, the flags, onsets and clears
+:func:`~sensorbench.fusion.consistency.nis_monitor` gives over the whole series (the
+running sum continued from its carried value). The pods-against-IMU check is not causal
+(its spread is the session's) and has no stream.
 """
 
 from __future__ import annotations

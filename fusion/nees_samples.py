@@ -1,13 +1,8 @@
 """How many independent samples a replay's mean NEES holds, from the filters' own error
 model: ``N_eff = N²/Σ_ij ρ_ij²``, ρ_ij the correlation of the errors at samples i and j
-across realisations (docs/PODS.md).
-
-ρ comes from the model an unaided replay's filters state: the calibration, ``J_i·Σ·J_jᵀ``;
-slip and the start, independent world-frame steps carried by the dead-reckoning shear
-(``Cov(x_i, x_j) = A₀ − (Y_i + Y_j)·A₁ + Y_i·Y_j·A₂``, prefix sums A up to the earlier
-sample, Y the odometry's world y; y alike with +X, θ the plain sum); the rest of the
-stated variance white. The double sum runs over at most :data:`MAX_SAMPLES` evenly spaced
-reference samples, scaled to all N; the white diagonal is summed over all N.
+(the calibration, the slip and the start through the dead-reckoning shear, the rest
+white; docs/PODS.md § "Is the stated uncertainty honest?"), the double sum over at most
+:data:`MAX_SAMPLES` evenly spaced reference samples scaled to all N.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""How far odometry drifts from the world: per-distance slip models and their propagation.
-
-Per body axis ``Var(δ_j) = a_jx·|Δx| + a_jy·|Δy| + a_jθ·|Δθ|`` (:class:`OdometryDrift`),
-or the wheels' law :class:`PodSlip`, with the calibration's own error
-(:class:`CalibrationError`). The pose error propagates as ``e_{k+1} = F_k e_k + G_k δ_k``
-(F_k the dead-reckoning shear, G_k the body rotation), linear in the covariance and so
-evaluated with cumulative sums; the heading error enters x and y coherently (a lateral
-variance k·L³/3 after L metres straight). Quantization and reference noise do not
-accumulate and are not part of these models. Details: docs/PODS.md, Wheel slip.
+"""How far odometry drifts from the world: the body-axis slip model (:class:`OdometryDrift`),
+the wheels' law (:class:`PodSlip`), the calibration's own error (:class:`CalibrationError`)
+and their propagation through the dead-reckoning shear (docs/PODS.md § "Wheel slip").
 """
 
 from __future__ import annotations
@@ -14,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 import numba
 import numpy as np
@@ -41,25 +35,19 @@ class OdometryDrift:
             raise FusionError(f"odometry drift coefficients must be finite, >= 0, 3x3: {c}")
         object.__setattr__(self, "coef", c)
 
-    def step_variances(self, body_increments: np.ndarray) -> np.ndarray:
-        """Variance (K, 3) of each step's body error (m², m², rad²)."""
-        inc = np.nan_to_num(np.asarray(body_increments, dtype=float))
-        return rows_dot(np.abs(inc), self.coef)
-
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> np.ndarray:
-        """Covariance (K, 3, 3) of each step's body error: the three axes independent
-        (``dt`` is not used: the law has no excitation terms)."""
-        v = self.step_variances(body_increments)
+        """Covariance (K, 3, 3) of each step's body error (m², m², rad²), the axes
+        independent (``dt`` unused)."""
+        v = rows_dot(np.abs(np.nan_to_num(np.asarray(body_increments, dtype=float))), self.coef)
         return v[:, :, None] * np.eye(3)[None, :, :]
 
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(rolling, dragging) parts of :meth:`step_covariances`: a body-axis model does not
-        tell them apart, so all of it is the first part (``dt`` is not used: the law has
-        no excitation terms)."""
+        """(rolling, dragging) parts of :meth:`step_covariances`: all of it the first
+        (``dt`` unused)."""
         whole = self.step_covariances(body_increments)
         return whole, np.zeros_like(whole)
 
@@ -139,8 +127,7 @@ def _carry_pose_error(
 ) -> np.ndarray:
     """Carry the pose error covariance ``carry`` = (xx, yy, θθ, xθ, yθ) in place over the
     K steps of body increments ``inc`` (K, 3) (m, m, rad) with body covariances ``q``
-    (K, 3, 3), rotated by ``heading`` (K+1,) rad: the shear recursion (docs/PODS.md), step
-    after step, so K steps in one call give the numbers of the same steps over several;
+    (K, 3, 3), rotated by ``heading`` (K+1,) rad (docs/PODS.md, the shear recursion);
     returns the variances (K, 3) after each."""
     xx, yy, tt, xt, yt = carry[0], carry[1], carry[2], carry[3], carry[4]
     out = np.empty((inc.shape[0], 3))
@@ -165,10 +152,8 @@ def _carry_pose_error(
 
 TRAVEL_SMOOTH_S = 0.1
 """Span (s) over which counts are averaged before their distances are summed
-(:func:`averaged_counts`): frame by frame a wheel that hardly moves, or is dragged
-sideways, jitters by a tick, which is not rolling. Summed as |Δn| that jitter put the
-simulator's σ_roll² 10 % low and "identified" a drag law on drives that never move
-sideways (the slip-law fit, the pods-against-IMU check)."""
+(:func:`averaged_counts`): a wheel that hardly moves, or is dragged sideways, jitters by
+a tick frame by frame, which is not rolling."""
 
 
 def averaged_counts(dn: np.ndarray, t_s: np.ndarray) -> np.ndarray:
@@ -246,12 +231,9 @@ def _body_covariances(w_inv: np.ndarray, tick_var: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PodSlip:
-    """Slip per pod, the wheels' own law (docs/PODS.md, Wheel slip): over a step of h
-    seconds pod i's rolled distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| +
-    turn_var·s_i·v_i·|ω|`` (m²; d_i rolled, d⊥_i dragged, s_i its contact's travel, m;
-    v_i = s_i/h, ω = Δθ/h), pods independent; the body step's covariance is
-    ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``. The drag by rotation about a point off a pod's rolling
-    line is left out: that arm is not observable from the counts.
+    """Slip per pod, the wheels' own law (docs/PODS.md § "Wheel slip"): pod i's rolled
+    distance errs by ``roll_var·|d_i| + drag_var·|d⊥_i| + turn_var·s_i·v_i·|ω|`` (m²) over
+    a step, pods independent; the body step's covariance is ``Ŵ⁺·diag(var_i/c_i²)·Ŵ⁺ᵀ``.
 
     Attributes:
         W: (N, 3) pod matrix (ticks per m, m, rad).
@@ -282,10 +264,8 @@ class PodSlip:
     def step_covariance_parts(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3 each) of
-        :meth:`step_covariances`: the filter noise fit scales them separately (each
-        coefficient is known only to its standard error, and the drives weigh the two
-        differently)."""
+        """The rolling (lateral-acceleration term included) and the dragging part (K, 3, 3
+        each) of :meth:`step_covariances`, which the filter noise fit scales separately."""
         roll, drag = self.pod_tick_variances(body_increments, dt)
         w_inv = self.kernel_arrays[2]
         return _body_covariances(w_inv, roll), _body_covariances(w_inv, drag)
@@ -311,29 +291,16 @@ _NO_STEPS = np.empty(0)
 """Step durations of a call without them (:meth:`PodSlip.pod_tick_variances`)."""
 
 
-class SlipModel(Protocol):
-    """What the filters need of a slip model: body-frame covariances of each step, whole
-    and as (rolling, dragging) parts."""
-
-    def step_covariances(
-        self, body_increments: np.ndarray, dt: np.ndarray | None = None
-    ) -> np.ndarray: ...
-
-    def step_covariance_parts(
-        self, body_increments: np.ndarray, dt: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]: ...
+SlipModel = OdometryDrift | PodSlip
+"""A slip model the filters take: body-frame covariances of each step, whole and as
+(rolling, dragging) parts."""
 
 
 @dataclass(frozen=True)
 class CalibrationError:
-    """The fitted pod geometry's own uncertainty, carried along a path.
-
-    Each step's body error is ``B_k·δg`` in the stacked row errors δg (3N), ``B_k =
-    −[Ŵ⁺[:, i] ⊗ u_kᵀ]_i``, plus the creep's two columns (κ_v, κ_t: the error κ − κ̂ the
-    correction by the estimates leaves, :func:`correct_creep`); through the
-    dead-reckoning shear the world pose error is ``J_k·[δg, κ]`` with covariance
-    ``J_k·Σ·J_kᵀ``. It grows with the signed motion, not as a random walk: docs/PODS.md
-    § "The calibration's own uncertainty" and § "Creep".
+    """The fitted pod geometry's own uncertainty, carried along a path: the world pose
+    error ``J_k·[δg, κ]`` in the stacked row errors δg (3N) and the creep's κ, covariance
+    ``J_k·Σ·J_kᵀ`` (docs/PODS.md § "The calibration's own uncertainty" and § "Creep").
 
     Attributes:
         W: (N, 3) fitted pod matrix (ticks per m, m, rad).
@@ -377,25 +344,13 @@ class CalibrationError:
         want = np.asarray(frames, dtype=np.int64)
         at = self.start()
         out = np.zeros((want.size, *at.shape))
-        var = np.empty((np.shape(body_increments)[0], 3))
-        self._carry(at, (body_increments, heading, dt), want, var, out)
-        return out
-
-    def _carry(
-        self,
-        at: np.ndarray,
-        path: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-        want: np.ndarray,
-        var: np.ndarray,
-        out: np.ndarray | None,
-    ) -> None:
-        inc = np.ascontiguousarray(path[0], dtype=float)
-        th = np.ascontiguousarray(path[1], dtype=float)
-        h = np.ones(inc.shape[0]) if path[2] is None else np.asarray(path[2], dtype=float)
-        out = np.empty((0, *at.shape)) if out is None else out
-        path_arrays = (inc, th, np.maximum(h, 1e-9))
+        inc = np.ascontiguousarray(body_increments, dtype=float)
+        h = np.ones(inc.shape[0]) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
+        path = (inc, np.ascontiguousarray(heading, dtype=float), h)
         w, w_inv, ref, cov = self.kernel_arrays
-        _carry_sensitivities(at, path_arrays, (w, w_inv, ref), cov, want, var, out)
+        var = np.empty((inc.shape[0], 3))
+        _carry_sensitivities(at, path, (w, w_inv, ref), cov, want, var, out)
+        return out
 
     @cached_property
     def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -135,14 +135,10 @@ def observed_jerk(dt: np.ndarray, z: np.ndarray, frames: int = FEEDFORWARD_FRAME
 def jerk_noise_gains(
     dt: np.ndarray, rounding: np.ndarray, slip: np.ndarray, frames: int = FEEDFORWARD_FRAMES
 ) -> np.ndarray:
-    """Variance (K,) the odometry's noise adds to :func:`observed_jerk` (unit²/s⁶).
-
-    The jerk is a fixed linear combination of three consecutive windows' sums of
-    increments, ``(S₁/(t₁τ₁) − S₀/t₀·(1/τ₁ + 1/τ₀) + S₋₁/(t₋₁τ₀))/T`` (t the windows'
-    durations, τ the spans between their centres, T the jerk's span); each sum carries
-    the slip of its steps and the rounding of its two end frames, shared with its
-    neighbours — so the four end frames enter with the weights' differences (for equal
-    steps 1, −3, 3, −1 over (m·h)³). Linear in ``rounding`` and ``slip``.
+    """Variance (K,) the odometry's noise adds to :func:`observed_jerk` (unit²/s⁶): the
+    slip of each window's steps and the rounding of the four end frames the jerk's three
+    window sums share, weighted by the jerk's linear combination; linear in ``rounding``
+    and ``slip``.
 
     Args:
         dt: step durations (K,), s.

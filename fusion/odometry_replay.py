@@ -71,25 +71,22 @@ class OdometryInput:
     dn: np.ndarray
     imu_dtheta: np.ndarray | None = None
 
-    def increments(self, geometry: PodGeometry, repair: bool = True) -> np.ndarray:
-        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``.
-
-        With an IMU and ``repair``, frames where a parallel pod bounced are
-        rebuilt from the other pods and the IMU (:func:`repair_bounces`).
-        """
+    def increments(self, geometry: PodGeometry, repair: bool = True) -> tuple[np.ndarray, int]:
+        """Body increments (K, 3) (m, m, rad) through ``W⁻¹`` and how many frames were
+        rebuilt: with an IMU and ``repair``, those where a parallel pod bounced
+        (:func:`repair_bounces`)."""
         if repair and self.imu_dtheta is not None:
-            return repair_bounces(geometry.W, self.dn, self.imu_dtheta)[0]
-        return body_increments(geometry.W, self.dn)
+            inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
+            return inc, int(np.count_nonzero(repaired))
+        return body_increments(geometry.W, self.dn), 0
 
 
 def cross_check_variance(
     W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
 ) -> np.ndarray:
     """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
-    without the gyro's noise: each pod's slip (slip law) and end rounding (``E[f(1 − f)]``
-    of its travel in ticks), weighted by its share g_i² of the heading (g the heading row
-    of ``W⁺``).
-    """
+    without the gyro's noise: each pod's slip and end rounding through the heading row of
+    ``W⁺`` (docs/PODS.md § "A lifted or slipping wheel")."""
     g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
     travel = averaged_counts(dn, t_s)
     roll, drag = slip.pod_tick_variances(body_increments(W, travel), np.diff(t_s))
@@ -97,9 +94,7 @@ def cross_check_variance(
 
 
 def read_odometry(
-    path: str | os.PathLike[str],
-    encoder: str | None = None,
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], window_ns: tuple[int | None, int | None] = (None, None)
 ) -> OdometryInput:
     """Read the encoder stream of a session as filter input (frames in ``[t0, t1)`` ns),
     through :class:`~sensorbench.fusion.odometry_stream.OdometryStream` as ``live`` does.
@@ -110,7 +105,7 @@ def read_odometry(
     """
     try:
         with Session(path) as s:
-            stream = s.encoder_or_only(encoder)
+            stream = s.encoder_or_only()
             batch = stream.read(*window_ns)
             attrs = dict(stream.attrs)
     except SessionError as exc:
@@ -130,22 +125,16 @@ def read_odometry(
 
 
 def read_aiding(
-    path: str | os.PathLike[str],
-    t0_ns: int,
-    name: str = "pose_sensor",
-    window_ns: tuple[int | None, int | None] = (None, None),
+    path: str | os.PathLike[str], t0_ns: int, window_ns: tuple[int | None, int | None]
 ) -> tuple[Aiding, float | None] | None:
-    """Pose-sensor samples of a session as aiding input and the sensor's nominal period (s)
-    from its stream's ``rate_hz`` (None without a usable one): the filters' Δt_aid, a
-    constant ``live`` knows from the start. None without such a stream.
-
-    Paused samples are unusable; relocalizations come from the sensor's flags.
-    """
+    """``pose_sensor`` samples of a session as aiding input (paused ones unusable) and the
+    sensor's nominal period (s) from its stream's ``rate_hz`` (None without a usable one);
+    None without such a stream."""
     with Session(path) as s:
-        if name not in s.pose_names():
+        if "pose_sensor" not in s.pose_names():
             return None
-        pb = s.pose(name).read(*window_ns)
-        rate = s.pose(name).attrs.get("rate_hz")
+        pb = s.pose("pose_sensor").read(*window_ns)
+        rate = s.pose("pose_sensor").attrs.get("rate_hz")
     paused = (pb.flags & int(PoseFlag.PAUSED)) != 0
     aiding = Aiding(
         t_s=(pb.t_ns - t0_ns) * 1e-9,
@@ -163,10 +152,8 @@ def read_aiding(
 def pose_errors(
     t_est: np.ndarray, est: np.ndarray, t_ref: np.ndarray, ref: np.ndarray
 ) -> dict[str, Any]:
-    """Errors of an estimate path against a reference path, at the reference times.
-
-    Both paths are (n, 3) x, y (m), heading (rad); the estimate is interpolated
-    linearly (heading unwrapped) at the reference times inside its span.
+    """Errors of an estimate path against a reference path (n, 3 each: x, y m, heading rad),
+    the estimate interpolated linearly at the reference times inside its span.
 
     Returns:
         rms_m, max_m, final_m (position error at the last common sample),
@@ -363,21 +350,20 @@ def reference_consistency(
         ref_t, ref_pose: the reference path on the same time base.
         ref_var: the reference's own white-noise variance per axis (3,)
             (:func:`reference_noise`), added to the stated variance; None = truth.
-        shared: the parts of the stated error shared along an unaided replay's path: the
-            NEES band's effective size then comes from them
+        shared: the parts of the stated error shared along an unaided replay's path, which
+            set the NEES band's effective size
             (:func:`~sensorbench.fusion.nees_samples.model_effective_samples`); None:
-            from each axis's errors alone.
+            each axis's errors alone.
 
-    The estimate is interpolated linearly at the reference times inside the replay
-    (heading errors wrapped to (−π, π]); an axis is judged where its variance is > 0.
+    An axis is judged where its variance is > 0 (heading errors wrapped to (−π, π]).
     """
     tr, at, ref = _at_reference(t_s, np.hstack([pose, var]), ref_t, ref_pose)
     noise = np.zeros(3) if ref_var is None else np.asarray(ref_var, dtype=float)
     v = at[:, 3:] + noise
-    n_eff: Any = [None] * 3
+    n_eff: list[float | None] = [None] * 3
     if shared is not None and np.all(v > 0):
         frames = np.clip(np.searchsorted(t_s, tr), 0, t_s.size - 1)
-        n_eff = model_effective_samples(shared, frames, v)
+        n_eff = model_effective_samples(shared, frames, v).tolist()
     out = {}
     for j, a in enumerate(AXES):
         e = at[:, j] - ref[:, j]
@@ -385,8 +371,7 @@ def reference_consistency(
             e = (e + np.pi) % (2 * np.pi) - np.pi
         ok = v[:, j] > 0
         if np.count_nonzero(ok) >= 2:
-            ne = None if n_eff[j] is None else float(n_eff[j])
-            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok, j], n_eff=ne)
+            out[a] = axis_consistency(tr[ok] - t_s[0], e[ok], v[ok, j], n_eff=n_eff[j])
     return out
 
 
@@ -451,8 +436,8 @@ def _reference(
 def _imu_check(
     geometry: PodGeometry, odo: OdometryInput, gate: float, window: int, level: float
 ) -> tuple[MonitorResult | None, str | None]:
-    """The monitor of the pods against the IMU's yaw, the only redundancy a lifted wheel
-    shows in, and what standardises it (None, None without an IMU)."""
+    """The monitor of the pods against the IMU's yaw and what standardises it (None, None
+    without an IMU)."""
     if odo.imu_dtheta is None:
         return None, None
     raw = body_increments(geometry.W, odo.dn)[:, 2]
@@ -485,31 +470,23 @@ def replay_session(
     monitor_tau: float | None = None,
 ) -> Replay:
     """Replay one session through the split filters with the pods' ``geometry`` and the
-    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids) and score it.
+    filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids), from the
+    reference pose at the first frame (zero without one), and score it.
 
     Args:
-        reference: ``"mocap"`` (the session's mocap stream, aligned in time
-            to the encoder) or ``"truth"`` (a simulated session's truth).
-        repair: rebuild bounce frames from the other pods and the IMU yaw
-            (when the encoder stream carries one).
+        reference: ``"mocap"`` (aligned in time to the encoder) or ``"truth"``.
+        repair: rebuild bounce frames from the other pods and the IMU yaw (if any).
         align_interval_s: interval (s) of the encoder/mocap time alignment; None:
             :func:`~sensorbench.fusion.pod_drive.align_interval_for`.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
-            one-sided level of the ``degraded`` flag; each of its m channels (x, y,
-            heading, and pods against IMU) takes ``monitor_level ** (1/m)`` (Šidák).
+            one-sided level, ``monitor_level ** (1/m)`` for each of its m channels (Šidák).
         monitor_tau: the axis monitors' NIS autocorrelation time; None: each axis's
             :func:`~sensorbench.fusion.consistency.geyer_tau`; 1.0: the live monitor's.
-        window_ns: replay only the frames (and aiding samples) in ``[t0, t1)`` (ns,
-            None: open); the errors are scored over the same span.
-
-    The filter starts at the reference pose at the first frame (zero pose
-    without a reference).
+        window_ns: replay and score only the frames (and aiding samples) in ``[t0, t1)``
+            (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
-    inc = odo.increments(geometry, repair)
-    n_repaired = 0
-    if repair and odo.imu_dtheta is not None:
-        n_repaired = int(np.count_nonzero(repair_bounces(geometry.W, odo.dn, odo.imu_dtheta)[1]))
+    inc, n_repaired = odo.increments(geometry, repair)
     ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise
@@ -517,7 +494,7 @@ def replay_session(
     if ref_t is not None:
         pose0 = tuple(float(np.interp(odo.t_s[0], ref_t, ref_pose[:, k])) for k in range(3))
     aiding = interval = None
-    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns=window_ns)):
+    if aid_model is not None and (aid := read_aiding(path, odo.t0_ns, window_ns)):
         aiding, period = aid
         interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)

@@ -1,13 +1,9 @@
-"""Encoder frames as filter input, batch by batch: timed, kept or dropped, differenced.
-
-:class:`OdometryStream` turns a pod stream's encoder batches, in recorded order, into what
-the split filters step on: frame times on the causal frame clock
-(:mod:`~sensorbench.fusion.frame_clock`), the tick increments between consecutive kept
-frames (a frame not after the previous kept one is dropped: the next increment covers
-it; counters the stream says wrap are unwrapped modulo ``2**counter_bits``) and the
-IMU's yaw increments. ``replay`` pushes a whole stream at once, ``live`` each batch;
-every quantity depends only on the frames before it, so both get the same numbers to the
-last bit (``tests/test_fusion_frame_clock.py``).
+"""Encoder frames as filter input, batch by batch (:class:`OdometryStream`): frame times on
+the causal frame clock (:mod:`~sensorbench.fusion.frame_clock`), tick increments between
+consecutive kept frames (a frame not after the previous kept one is dropped; wrapping
+counters unwrapped) and the IMU's yaw increments. Every quantity depends only on the
+frames before it, so ``replay`` (a whole stream) and ``live`` (each batch) get the same
+numbers to the last bit.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A session's pod drive: encoder frames on the host clock against a reference path.
-
-:func:`load_drive` reads one session's encoder stream and mocap reference into a
-:class:`Drive`; :func:`drive_intervals` cuts it into intervals of tick and reference
-body increments (m, m, rad); :func:`align_drive` finds the constant time offset (s)
-between encoder and reference. Used by the pod fit and the odometry replay. An interval's
-reference increment is the sum of SE(2) logarithms between the reference poses at its
-encoder frames (docs/PODS.md, Geometry fit).
+"""A session's pod drive (:class:`Drive`): encoder frames on the host clock against a
+reference path, cut into intervals of tick and reference body increments (m, m, rad) and
+aligned in time, for the pod fit and the odometry replay (docs/PODS.md § "Geometry fit").
 """
 
 from __future__ import annotations
@@ -28,12 +23,10 @@ RATE_BLOCKS = 8
 """Blocks of equal device time whose mean host times give the data's clock slope."""
 RATE_CONFLICT_SIGMA = 10.0
 """Data slope this many combined σ from the nominal: the clock is off nominal, trust the
-data (a wander of the host times put a 10x drive's slope 3.3 such σ off; a resonator 0.3 %
-off over a 20 s drive is ≥ 25σ)."""
+data."""
 GYRO_DRIFT_WINDOW_S = 4.0
-"""Window (s) of the local quadratic (Savitzky-Golay) that follows the IMU-minus-reference
-heading, the gyro's wandering bias: long enough to keep the reference's heading noise out,
-short enough that no wander stays shared by a session's intervals."""
+"""Window (s) of the local quadratic (Savitzky-Golay) that follows the gyro's wandering
+bias (:func:`gyro_drift`)."""
 
 
 @dataclass
@@ -73,21 +66,13 @@ def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
 
 
 def encoder_host_seconds(
-    host_ns: np.ndarray,
-    device_ns: np.ndarray,
-    nominal_slope: float | None = None,
-    tolerance_ppm: float = MCU_CLOCK_TOLERANCE_PPM,
+    host_ns: np.ndarray, device_ns: np.ndarray, nominal_slope: float | None = None
 ) -> np.ndarray:
-    """Encoder frame times on the host clock (s).
-
-    With a device clock, host time is a straight line of device time (no receive jitter).
-    Given the clock's ``nominal_slope`` (host s per device s, the stream's
-    ``clock_nominal_slope``) the line's slope is the precision-weighted mean of that
-    nominal (±``tolerance_ppm``) and the data's slope over :data:`RATE_BLOCKS` block means,
-    or the data's alone where they differ by more than :data:`RATE_CONFLICT_SIGMA`
-    combined σ; the offset stays the least-squares one. Without a nominal slope the
-    least-squares line; without a device clock, the host receive times.
-    """
+    """Encoder frame times on the host clock (s): a straight line of device time, its
+    slope combined with the ``nominal_slope`` (host s per device s, ±
+    :data:`MCU_CLOCK_TOLERANCE_PPM`) by
+    :func:`_clock_slope` when given, else least squares; without a device clock, the host
+    receive times."""
     host = np.asarray(host_ns, dtype=np.int64)
     dev = np.asarray(device_ns, dtype=np.int64)
     has_dev = dev != NO_DEVICE_TIME
@@ -97,7 +82,7 @@ def encoder_host_seconds(
     h = (host[has_dev] - host[0]) * 1e-9
     slope, intercept = np.polyfit(d, h, 1)
     if nominal_slope is not None:
-        slope = _clock_slope(d, h, float(nominal_slope), tolerance_ppm * 1e-6)
+        slope = _clock_slope(d, h, float(nominal_slope), MCU_CLOCK_TOLERANCE_PPM * 1e-6)
         intercept = float(np.mean(h) - slope * np.mean(d))
     out = host[0] * 1e-9 + intercept + slope * (dev - dev[has_dev][0]) * 1e-9
     out[~has_dev] = host[~has_dev] * 1e-9
@@ -105,8 +90,9 @@ def encoder_host_seconds(
 
 
 def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float) -> float:
-    """Slope of host ``h`` (s) on device ``d`` (s): nominal ± ``tolerance`` (relative)
-    combined with the slope through :data:`RATE_BLOCKS` block means of the data."""
+    """Slope of host ``h`` (s) on device ``d`` (s): the precision-weighted mean of nominal ±
+    ``tolerance`` (relative) and the slope through :data:`RATE_BLOCKS` block means of the
+    data, or the data's alone beyond :data:`RATE_CONFLICT_SIGMA` combined σ."""
     edges = np.linspace(d.min(), d.max(), RATE_BLOCKS + 1)
     block = np.clip(np.searchsorted(edges, d, side="right") - 1, 0, RATE_BLOCKS - 1)
     n = np.bincount(block, minlength=RATE_BLOCKS)
@@ -125,12 +111,14 @@ def _clock_slope(d: np.ndarray, h: np.ndarray, nominal: float, tolerance: float)
     return float((b / var_b + nominal / var_0) / (1.0 / var_b + 1.0 / var_0))
 
 
+MAX_OFFSET_S = 0.25
+"""Search range (±s) of the encoder-to-reference time offset (:func:`align_drive`)."""
 ALIGN_INTERVAL_S = 0.5
 """Interval (s of the encoder stream's host clock at real time) of the encoder/mocap time
 alignment; a session recorded at N× real time takes it times its ``clock_nominal_slope``."""
 
 
-def align_interval_for(path: str | os.PathLike[str], encoder: str | None = None) -> float:
+def align_interval_for(path: str | os.PathLike[str]) -> float:
     """The alignment interval (s) for one session: :data:`ALIGN_INTERVAL_S` times the encoder
     stream's recorded ``clock_nominal_slope`` (host s per device s: 1/N for a session
     recorded at N× real time; 1.0 when the stream records none).
@@ -140,35 +128,30 @@ def align_interval_for(path: str | os.PathLike[str], encoder: str | None = None)
     """
     try:
         with Session(path) as s:
-            slope = s.encoder_or_only(encoder).attrs.get("clock_nominal_slope")
+            slope = s.encoder_or_only().attrs.get("clock_nominal_slope")
     except SessionError as exc:
         raise FitError(str(exc)) from exc
     return ALIGN_INTERVAL_S * (1.0 if slope is None else float(slope))
 
 
-def load_drive(
-    path: str | os.PathLike[str],
-    encoder: str | None = None,
-    reference: str | None = None,
-) -> Drive:
-    """Read one session's encoder stream and mocap reference for the pod fit.
+def load_drive(path: str | os.PathLike[str]) -> Drive:
+    """Read one session's encoder stream and its first mocap stream for the pod fit.
 
     Raises:
         FitError: no encoder stream, no mocap stream, or too few samples.
     """
     try:
         with Session(path) as s:
-            enc = s.encoder_or_only(encoder)
+            enc = s.encoder_or_only()
             batch = enc.read()
             attrs = enc.attrs
             refs = [n for n in s.pose_names() if s.pose(n).attrs.get("kind") == "mocap"]
-            ref_name = reference or (refs[0] if refs else None)
-            if ref_name is None or ref_name not in s.pose_names():
+            if not refs:
                 raise FitError(
                     f"{path}: no mocap pose stream to use as reference; import one with "
-                    f"'sensorbench import mocap' or name it with --reference"
+                    "'sensorbench import mocap'"
                 )
-            pose = s.pose(ref_name).read()
+            pose = s.pose(refs[0]).read()
             label = s.label or os.path.basename(str(path))
             config_text = s.config_text
     except SessionError as exc:
@@ -226,13 +209,9 @@ def _reference_at(drive: Drive, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """The slow part of IMU minus reference heading (rad) at times ``t`` (s).
-
-    A local quadratic over :data:`GYRO_DRIFT_WINDOW_S` (Savitzky-Golay) through the
-    usable samples ``ok``, gaps bridged linearly; subtracted from the IMU yaw it leaves the
-    gyro's short-term increments on the reference's long-term heading. A session shorter
-    than two windows gets a straight line (a constant bias).
-    """
+    """The slow part of IMU minus reference heading (rad) at times ``t`` (s): a local
+    quadratic over :data:`GYRO_DRIFT_WINDOW_S` through the usable samples ``ok`` (gaps
+    bridged linearly), a straight line for a session shorter than two windows."""
     good = np.flatnonzero(ok)
     if good.size <= 10:
         return np.zeros_like(t)
@@ -278,19 +257,18 @@ def _raw_intervals(
 
 
 def drive_intervals(
-    drive: Drive, offset_s: float, interval_s: float, heading: str = "mocap"
+    drive: Drive, offset_s: float, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tick and reference increments over consecutive intervals of about ``interval_s``.
+    """Tick and mocap increments over consecutive intervals of about ``interval_s``.
 
     The reference is taken at ``t_enc + offset_s``; intervals are about two reference
     periods apart (no shared reference sample), those touching a reference gap dropped.
-    With ``heading="imu"`` the Δθ column comes from the IMU yaw.
 
     Returns:
         ``(dn, xi, frames)``: ticks (M, N), reference body increments (M, 3) (m, m, rad)
         and each interval's first and last encoder frame index (M, 2).
     """
-    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, heading)
+    dn, xi, keep, bounds = _raw_intervals(drive, offset_s, interval_s, "mocap")
     return dn[keep], xi[keep], bounds[keep]
 
 
@@ -306,11 +284,8 @@ def intervals_with_rate(
 
 
 def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
-    """Robust mean squared residual of the per-pod least-squares fit (ticks²).
-
-    Residuals are capped at 3 robust σ (MAD) so a bounce cannot steer the time
-    offset towards itself.
-    """
+    """Mean squared residual (ticks²) of the per-pod least-squares fit, each capped at 3
+    robust σ (MAD) so a bounce cannot steer the time offset towards itself."""
     if dn.shape[0] < 6:
         return np.inf
     beta, *_ = np.linalg.lstsq(xi, dn, rcond=1e-10)
@@ -319,24 +294,18 @@ def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
     return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
 
 
-def align_drive(
-    drive: Drive, interval_s: float, max_offset_s: float = 0.25, heading: str = "mocap"
-) -> float:
-    """Offset (s) to add to encoder times so they line up with the reference.
-
-    Minimises the (outlier-capped) mean squared residual of the per-pod linear
-    fit over the offset:
-    a 10 ms grid over ±``max_offset_s``, then a bounded scalar search around the best.
-    """
+def align_drive(drive: Drive, interval_s: float) -> float:
+    """Offset (s) to add to encoder times so they line up with the reference: the minimum
+    of :func:`_rss` on a 10 ms grid over ±:data:`MAX_OFFSET_S`, then a bounded search."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
-    grid = np.arange(-max_offset_s, max_offset_s + 1e-12, 0.01)
-    costs = np.array([_rss(*drive_intervals(drive, o, interval_s, heading)[:2]) for o in grid])
+    grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
     if not np.any(np.isfinite(costs)):
         raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
     best = float(grid[int(np.nanargmin(costs))])
     res = minimize_scalar(
-        lambda o: _rss(*drive_intervals(drive, o, interval_s, heading)[:2]),
+        lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},

@@ -45,15 +45,11 @@ class PodGeometry:
         lever: lever arm L = x sin φ − y cos φ (m), shape (N,).
         names: pod names, in counter order.
         counts_per_rev: ticks per wheel revolution (to convert c to a radius), or None.
-        row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted
-            ((ticks per m)², (ticks per m)·(ticks per rad), (ticks per rad)²), or None
+        row_cov: covariance (3N, 3N) of the stacked rows of :attr:`W` as fitted, or None
             (:class:`~sensorbench.fusion.odometry_drift.CalibrationError`).
-        slip: the wheels' slip law (m² per m rolled, m² per m dragged and, optionally, m²
-            per m rolled per m·rad/s² of lateral acceleration), or None
-            (:class:`~sensorbench.fusion.odometry_drift.PodSlip`).
-        creep: the wheels' creep (variances of κ_v, κ_t, the calibration drives' mean
-            wheel speed and lateral acceleration and, optionally, the estimates κ̂_v, κ̂_t
-            the odometry is corrected by, :data:`CREEP_KEYS`), or None.
+        slip: the wheels' slip law (roll_var, drag_var[, turn_var] of
+            :class:`~sensorbench.fusion.odometry_drift.PodSlip`), or None.
+        creep: the wheels' creep (:data:`CREEP_KEYS`' values in order), or None.
     """
 
     c: np.ndarray
@@ -165,20 +161,16 @@ class PodGeometry:
 
 
 SERIES_TERMS = 40
-"""Terms of the Fourier series. The tail left out is at most Σ_{n>40} 1/(π²n²) ≈ 0.0025
-tick² (1.5 % of 1/6) for σ = 0, and vanishes for any σ above 0.1 tick."""
+"""Terms of :func:`expected_frac_variance`'s Fourier series (the tail ≤ 0.0025 tick²)."""
 
 
 def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
-    """E[f·(1 − f)] (tick²) for f the fractional part of δ ~ N(mu, sigma2) (ticks, tick²):
-    a frame's count moves by ⌊u + δ⌋ from a uniform sub-tick phase u, so its rounding has
-    variance ``f·(1 − f)`` (1/6 on average, 0 for a still wheel); by the Fourier series
-    ``E[f·(1 − f)] = 1/6 − Σₙ cos(2πnμ)·exp(−2π²n²σ²)/(π²n²)``."""
+    """E[f·(1 − f)] (tick²), the variance of a frame's count rounding, for f the fractional
+    part of δ ~ N(mu, sigma2) (ticks, tick²):
+    ``1/6 − Σₙ cos(2πnμ)·exp(−2π²n²σ²)/(π²n²)``."""
     mu, s2 = np.broadcast_arrays(np.asarray(mu, dtype=float), np.asarray(sigma2, dtype=float))
-    # term by term, not as one (..., SERIES_TERMS) array: a long replay's (frames, pods)
-    # would otherwise take SERIES_TERMS times its size at once (an hour at 200 Hz: 0.7 GB)
-    # each element takes its terms down to a weight of 1e-12 (its own, so that its value
-    # does not depend on the other elements of the array)
+    # term by term (a (..., SERIES_TERMS) array of an hour at 200 Hz: 0.7 GB), each element
+    # down to its own weight of 1e-12 (its value does not depend on the other elements)
     total = np.full(mu.shape, 1.0 / 6.0)
     phase = (2 * np.pi) * mu
     decay = -2 * np.pi**2 * s2
@@ -197,18 +189,12 @@ def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
     return np.column_stack([np.cos(phi), np.sin(phi), lever]) / c[:, None]
 
 
-def condition_number(W: np.ndarray, length_scale_m: float | None = None) -> float:
-    """2-norm condition number of W with the heading column in metres of arc.
-
-    The heading column (ticks per rad) is divided by ``length_scale_m`` (default:
-    the RMS lever arm implied by W) so all three columns are ticks per metre of
-    contact-point motion; otherwise the number depends on the choice of units.
-    A large value (≳ 100) means the odometry amplifies tick noise badly.
-    """
+def condition_number(W: np.ndarray) -> float:
+    """2-norm condition number of W with the heading column (ticks per rad) divided by the
+    RMS lever arm implied by W, so every column is ticks per metre; ≳ 100 means the
+    odometry amplifies tick noise badly."""
     W = np.asarray(W, dtype=float)
-    if length_scale_m is None:
-        scale = np.linalg.norm(W[:, :2], axis=1)
-        length_scale_m = float(np.sqrt(np.mean((W[:, 2] / scale) ** 2)))
+    length_scale_m = float(np.sqrt(np.mean((W[:, 2] / np.linalg.norm(W[:, :2], axis=1)) ** 2)))
     if not length_scale_m > 0:
         return float("inf")
     return float(np.linalg.cond(W * np.array([1.0, 1.0, 1.0 / length_scale_m])))
@@ -293,15 +279,10 @@ def body_increments_two_pods_imu(
 
 
 def repair_bounces(
-    W: np.ndarray,
-    dn: np.ndarray,
-    imu_dtheta: np.ndarray,
-    threshold_sigma: float = 8.0,
+    W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Find frames where a pod lost contact (a bounce) and rebuild them from the others:
-    a frame whose pods' Δθ minus the IMU's (median removed) exceeds ``threshold_sigma``
-    robust spreads (at least the rounding's) is rebuilt without the pod falling shortest
-    of its prediction from the others plus the IMU (docs/PODS.md § "Bounce repair").
+    """Rebuild frames where a pod lost contact (a bounce) from the other pods and the IMU
+    (docs/PODS.md § "Bounce repair"), flagged beyond 8 robust spreads.
 
     Returns:
         ``(increments (K, 3), repaired (K,) bool, culprit (K,) int, −1 where none)``.
@@ -320,7 +301,7 @@ def repair_bounces(
     mad = 1.4826 * float(np.median(np.abs(centred[ok])))
     w_inv = np.linalg.pinv(W)
     sigma_q = float(np.sqrt((w_inv @ w_inv.T)[2, 2] / 6.0))
-    flag = ok & (np.abs(centred) > threshold_sigma * max(mad, sigma_q))
+    flag = ok & (np.abs(centred) > 8.0 * max(mad, sigma_q))
     if not np.any(flag):
         return inc, flag, culprit
     idx = np.flatnonzero(flag)

@@ -1,12 +1,7 @@
-"""Merge two lidar scans (front and rear) into one 360° scan in the robot frame.
-
-Pairs mutually nearest turns (by centre time, at most ``max_dt_s`` apart), moves every
-point into the body frame at the pair's stamp (by its mount, or by a pose source at the
-point's own time), resamples both onto the finer angular step along surfaces and keeps
-the nearer return per bearing (docs/LIDAR.md). Output: a
-:class:`~sensorbench.logs.LidarTurns` with one turn per pair, every point stamped with
-the pair's stamp, angles in the body frame (rad CCW, [0, 2π)), ``device_ns =
-NO_DEVICE_TIME``, ``speed_hz = nan`` and the OR of both turns' flags.
+"""Merge two lidar scans (front and rear) into one 360° scan in the robot frame
+(docs/LIDAR.md): one :class:`~sensorbench.logs.LidarTurns` turn per pair of mutually
+nearest turns, every point stamped with the pair's stamp, angles in the body frame (rad
+CCW, [0, 2π)), ``device_ns = NO_DEVICE_TIME``, ``speed_hz = nan``, both turns' flags ORed.
 """
 
 from __future__ import annotations
@@ -17,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sensorbench.errors import FusionError
+from sensorbench.fusion.pod_drive import yaw_from_quat
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
 from sensorbench.logs.scan_bins import TWO_PI, angular_step_rad
 
@@ -122,17 +118,12 @@ def pair_turns(
 
 
 def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
-    """A :data:`PoseAt` from a pose stream: linear in x, y and unwrapped yaw between samples.
-
-    Only valid samples are used. Times outside the stream, or inside a gap of more
-    than ``max_gap_s`` between valid samples (an occlusion, a dropout), are
-    answered with ``nan``, and the merge leaves out the pairs that need them.
+    """A :data:`PoseAt` from a pose stream's valid samples: linear in x, y and unwrapped
+    yaw; ``nan`` outside the stream or inside a gap of more than ``max_gap_s``.
 
     Raises:
         FusionError: fewer than two valid samples.
     """
-    from scipy.spatial.transform import Rotation  # here: the live merge does not need scipy
-
     ok = batch.valid & np.all(np.isfinite(batch.position), axis=1)
     ok &= np.all(np.isfinite(batch.quat_xyzw), axis=1)
     if ok.sum() < 2:
@@ -141,7 +132,7 @@ def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
     order = np.argsort(t, kind="stable")
     t = t[order]
     xy = batch.position[ok][order, :2]
-    yaw = np.unwrap(Rotation.from_quat(batch.quat_xyzw[ok][order]).as_euler("xyz")[:, 2])
+    yaw = np.unwrap(yaw_from_quat(batch.quat_xyzw[ok][order]))
     t0 = t[0]
     tf = (t - t0).astype(np.float64)
     max_gap_ns = max_gap_s * 1e9
@@ -209,13 +200,9 @@ def _to_body(
 
 
 def _same_surface(key: np.ndarray, r: np.ndarray, pair: np.ndarray, own_step: float) -> np.ndarray:
-    """Per consecutive pair of sorted points (k, k+1): do they lie on one surface?
-
-    Yes when their ranges differ by at most ``tol = max(0.05 m, 3 %)``, or when
-    either is predicted within ``tol`` by the straight line through the two
-    points beyond it (an oblique surface), unless the step is steeper than a
-    surface at 85° incidence.
-    """
+    """Per consecutive pair of sorted points (k, k+1): do they lie on one surface? Their
+    ranges within ``tol = max(0.05 m, 3 %)``, or either predicted within ``tol`` by the
+    line through the two points beyond it, unless steeper than 85° incidence."""
     n = r.size
     k = np.arange(n)
     nxt = np.minimum(k + 1, n - 1)
@@ -290,7 +277,6 @@ class MergeSetup:
         footprint: body-frame polygon (V, 2) in m; returns inside it are dropped.
         pose_at: robot pose at any ns time, for motion compensation (None: robot still).
         max_dt_s: largest centre-time difference (s) of a pair.
-        step_rad: grid step (rad); None: the finer of the two lidars' angular steps.
     """
 
     front_mount: Mount
@@ -298,7 +284,6 @@ class MergeSetup:
     footprint: np.ndarray | None = None
     pose_at: PoseAt | None = None
     max_dt_s: float = 0.1
-    step_rad: float | None = None
 
     def __post_init__(self) -> None:
         if not self.max_dt_s > 0:
@@ -310,22 +295,16 @@ class MergeSetup:
                     "the footprint must be a polygon of at least 3 [x, y] corners (m)"
                 )
             object.__setattr__(self, "footprint", fp)
-        if self.step_rad is not None and not 0 < self.step_rad < 0.5:
-            raise FusionError(f"the grid step must be in (0, 0.5) rad, got {self.step_rad}")
 
     def steps(self, front: LidarTurns, rear: LidarTurns) -> tuple[float, float, float]:
         """The grid step, then the front and rear lidars' own angular steps (rad), measured on
-        each stream's first :data:`STEP_TURNS` turns with points: the grid's is
-        ``step_rad`` or the finer of the two; an own step that cannot be told is the grid's."""
+        each stream's first :data:`STEP_TURNS` turns with points: the grid's is the finer of
+        the two; an own step that cannot be told is the grid's."""
         f, r = angular_step_rad(first_turns(front)), angular_step_rad(first_turns(rear))
-        grid = self.step_rad
-        if grid is None:
-            measured = [s for s in (f, r) if np.isfinite(s)]
-            if not measured:
-                raise FusionError(
-                    "cannot tell the angular step: both streams have < 2 points per turn"
-                )
-            grid = min(measured)
+        measured = [s for s in (f, r) if np.isfinite(s)]
+        if not measured:
+            raise FusionError("cannot tell the angular step: both streams have < 2 points per turn")
+        grid = min(measured)
         return grid, (f if np.isfinite(f) else grid), (r if np.isfinite(r) else grid)
 
 
@@ -337,14 +316,9 @@ def merge_pairs(
     setup: MergeSetup,
     steps: tuple[float, float, float],
 ) -> tuple[LidarTurns, np.ndarray]:
-    """Merge the given pairs of turns; returns the merged turns and a per-pair kept mask.
-
-    ``steps`` is :meth:`MergeSetup.steps`: the grid step and the lidars' own angular steps
-    (rad), which bound the bearing gap interpolated over.
-
-    Pairs the pose source does not cover (first point, last point and stamp) are
-    left out (mask False).
-    """
+    """Merge the given pairs of turns with ``steps`` (:meth:`MergeSetup.steps`, rad);
+    returns the merged turns and a per-pair kept mask (False: the pose source does not
+    cover the pair's first point, last point or stamp)."""
     n_bins = max(8, round(TWO_PI / steps[0]))
     tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
     stamp = _mid_ns(tc_f, tc_r)
@@ -413,16 +387,10 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
 
 
 class StreamingMerger:
-    """Incremental merge for capture: push turns as they arrive, get merged turns back.
-
-    A pair is final once both streams have turns centred more than ``2 ×
-    max_dt_s`` after it (no later turn can then change who is whose nearest), so
-    the output equals :func:`merge_scans` over the whole streams, delayed by
-    about ``2 × max_dt_s`` plus one turn. The grid step is measured, as
-    :func:`merge_scans` does, on each stream's first :data:`STEP_TURNS` turns with
-    points, so nothing is merged before both streams have them (or ``setup.step_rad``
-    is given, or :meth:`flush` is called). Not thread-safe: call from one thread.
-    """
+    """Incremental merge for capture: push turns as they arrive, get merged turns back,
+    equal to :func:`merge_scans` over the whole streams, delayed by about ``2 × max_dt_s``
+    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points). Not
+    thread-safe: call from one thread."""
 
     def __init__(self, setup: MergeSetup) -> None:
         self.setup = setup
@@ -439,8 +407,8 @@ class StreamingMerger:
         front, rear = self._buf["front"], self._buf["rear"]
         if front.n_turns == 0 or rear.n_turns == 0:
             return LidarTurns.empty()
-        waiting = self._steps is None and self.setup.step_rad is None
-        if waiting and min(np.count_nonzero(t.count > 0) for t in (front, rear)) < STEP_TURNS:
+        with_points = min(np.count_nonzero(t.count > 0) for t in (front, rear))
+        if self._steps is None and with_points < STEP_TURNS:
             return LidarTurns.empty()
         horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
         return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))

@@ -1,10 +1,7 @@
-"""Dual-scan merge of a session file: read two lidar streams, write a ``merged`` stream.
-
-Mounts come from each stream's ``mount_xy_yaw`` attribute (``[x m, y m, yaw rad]``)
-or, failing that, from the robot configuration (``--config`` file, else the
-robot.toml text recorded in the session); the footprint from the same
-configuration. An optional pose stream of the session (mocap, pose sensor or an
-odometry estimate) compensates the robot's motion.
+"""Dual-scan merge of a session file: read two lidar streams, write a ``merged`` stream;
+mounts from each stream's ``mount_xy_yaw`` attribute or the robot configuration, the
+footprint from the configuration, motion compensated by an optional pose stream
+(docs/LIDAR.md).
 """
 
 from __future__ import annotations

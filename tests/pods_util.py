@@ -16,6 +16,7 @@ from sensorbench.fusion.odometry_drift import (
     PoseErrorCarry,
     SlipModel,
     _carry_pose_error,
+    _carry_sensitivities,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.logs import EncoderBatch
@@ -124,8 +125,13 @@ def calibration_step(
         dt: (K,) step durations (s) for the creep terms (None: 1 s).
     """
     at = np.array(sensitivities, dtype=float)
-    var = np.empty((np.shape(body_increments)[0], 3))
-    cal._carry(at, (body_increments, heading, dt), np.empty(0, np.int64), var, None)
+    inc = np.ascontiguousarray(body_increments, dtype=float)
+    h = np.ones(inc.shape[0]) if dt is None else np.maximum(np.asarray(dt, dtype=float), 1e-9)
+    path = (inc, np.ascontiguousarray(heading, dtype=float), h)
+    w, w_inv, ref, cov = cal.kernel_arrays
+    var = np.empty((inc.shape[0], 3))
+    none = np.empty(0, np.int64)
+    _carry_sensitivities(at, path, (w, w_inv, ref), cov, none, var, np.empty((0, *at.shape)))
     return at, var
 
 

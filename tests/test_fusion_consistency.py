@@ -76,7 +76,7 @@ def test_drift_propagation_matches_monte_carlo_of_the_linearised_model() -> None
     path = integrate_path(inc)
     pred = propagate_drift(inc, path[:, 2], drift, var0)
     n = 4000
-    sd = np.sqrt(drift.step_variances(inc))
+    sd = np.sqrt(np.diagonal(drift.step_covariances(inc), axis1=1, axis2=2))
     finals = np.empty((n, 3))
     for i in range(n):
         noisy = inc + sd * rng.standard_normal(inc.shape)

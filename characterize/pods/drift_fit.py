@@ -1,12 +1,9 @@
 """Fit the body-axis slip model (:class:`~sensorbench.fusion.odometry_drift.OdometryDrift`)
 from drives recorded against a reference (mocap).
 
-Over non-overlapping intervals (2 s) the odometry-minus-reference body increment δ, its
-calibration part removed by least squares on ξ, is modelled per body axis j as
-``E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²) + c_j`` (s the
-path length per axis, m or rad) and fitted by gamma-weighted NNLS; intervals beyond 25×
-their fit (a bounce) are dropped until none changes side. Only a enters the filters; an
-unexcited translation column takes the other's coefficient, an unexcited spin stays 0.
+Per body axis j ``E[δ_j²] = a_jx·s_x + a_jy·s_y + a_jθ·s_θ + τ_j²·(v_j,start² + v_j,end²)
++ c_j`` over 2 s intervals (s the path length per axis, m or rad), by gamma-weighted NNLS;
+only a enters the filters (docs/PODS.md § "Body-axis fallback").
 """
 
 from __future__ import annotations
@@ -79,13 +76,8 @@ def _intervals(
     drives: Sequence[Drive], offsets: Sequence[float], w_inv: np.ndarray, interval_s: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per usable interval: odometry-minus-reference body difference (M, 3), signed
-    reference motion (M, 3), path length (M, 3) and endpoint speeds² summed (M, 3).
-
-    The path length is Σ|body step| over the interval per axis (m, m, rad): slip grows
-    with the distance rolled, not the net one. The endpoint speeds (m/s, rad/s) carry a
-    residual time misalignment τ between encoder and reference: it adds
-    τ²·(v_start² + v_end²) to δ², which grows with motion without accumulating.
-    """
+    reference motion (M, 3), path length Σ|body step| (M, 3; m, m, rad) and endpoint
+    speeds² summed (M, 3; the timing term's regressor)."""
     parts = []
     for d, offset in zip(drives, offsets, strict=True):
         dn, xi, bounds = drive_intervals(d, offset, interval_s)
@@ -183,7 +175,6 @@ def fit_drift(
     coef_se = np.full((3, 3), np.nan)
     intercept = np.zeros(3)
     timing = np.zeros(3)
-    identified = np.zeros((3, 3), dtype=bool)
     for j in range(3):
         y = resid[:, j] ** 2
         x = np.column_stack([path, ends[:, j], np.ones(y.size)])
@@ -198,7 +189,6 @@ def fit_drift(
             keep = now
         coef[j], coef_se[j] = beta[:3], se[:3]
         timing[j], intercept[j] = beta[3], beta[4]
-        identified[j] = excited
         if excited[:2].any() and not excited[:2].all():
             coef[j, :2] = coef[j, :2].max()
     return DriftFit(
@@ -206,7 +196,7 @@ def fit_drift(
         coef_se,
         intercept,
         np.sqrt(timing),
-        identified,
+        np.tile(excited, (3, 1)),
         int(delta.shape[0]),
         excitation,
     )

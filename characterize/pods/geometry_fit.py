@@ -1,12 +1,7 @@
-"""Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading).
-
-Each pod's row (a, b, d) = (cos φ, sin φ, L)/c of ``Δn = W·ξ`` is fitted by robust
-(Huber) least squares over intervals whose reference increment ξ (m, m, rad) is the sum
-of SE(2) logarithms between the frames inside it; c (m per tick), φ and L follow with the
-covariance propagated from a sandwich over all pods and the per-session time offsets
-jointly. Unexcited regressors are refused with a reason, IMU-flagged bounces dropped in a
-second pass (:func:`~.drift_fit.near_bounces`), and the encoder→reference offset found per session
-by a grid, then a bounded 1-D search. Model and figures: docs/PODS.md, Geometry fit.
+"""Fit dead-wheel pod geometry from fixed drives against a reference (mocap, IMU heading):
+each pod's row (cos φ, sin φ, L)/c of ``Δn = W·ξ`` by robust (Huber) least squares, its
+covariance by a sandwich joint with the sessions' time offsets, unexcited regressors
+refused with a reason (docs/PODS.md § "Geometry fit").
 """
 
 from __future__ import annotations
@@ -24,34 +19,29 @@ from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
-from sensorbench.fusion.pod_drive import Drive, align_drive, intervals_with_rate
+from sensorbench.fusion.pod_drive import MAX_OFFSET_S, Drive, align_drive, intervals_with_rate
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
 
 
-def huber_irls(
-    X: np.ndarray,
-    y: np.ndarray,
-    k: float = 2.5,
-    reject: float = 5.0,
-    max_iter: int = 50,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Robust fit of ``y ≈ X·β``: Huber IRLS (scale the residuals' MAD), then rows beyond
-    ``reject``·scale dropped and refitted: Huber alone lets a one-sided outlier (a
+def huber_irls(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Robust fit of ``y ≈ X·β``: Huber IRLS (knee k = 2.5 scales of the residuals' MAD),
+    then rows beyond 5 scales dropped and refitted: Huber alone lets a one-sided outlier (a
     bouncing wheel only loses ticks) pull by k·scale.
 
     Returns:
         ``(beta, weights, scale)``; weights are ψ(r)/r (1 inside ±k·scale, 0 rejected).
     """
+    k, reject = 2.5, 5.0
     keep = np.ones(y.size, dtype=bool)
     beta = np.zeros(X.shape[1])
     w = np.ones_like(y)
     scale = 1.0
     for _ in range(2):
         beta, *_ = np.linalg.lstsq(X[keep], y[keep], rcond=None)
-        for _ in range(max_iter):
+        for _ in range(50):
             r = y - X @ beta
             scale = max(1.4826 * float(np.median(np.abs(r[keep] - np.median(r[keep])))), 1e-9)
             u = np.abs(r) / (k * scale)
@@ -279,16 +269,9 @@ def _f(v: float) -> float | None:
 def _noise_sigma(
     xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
 ) -> np.ndarray:
-    """Per-column reference-noise σ of one interval increment, from second differences.
-
-    An interval increment carries the difference of two endpoint errors e (each of
-    variance σ²), so ξ_j has noise variance 2σ²; the difference of consecutive
-    increments, e_{j+2} − 2e_{j+1} + e_j along smooth motion, has 6σ², three times
-    as much. The MAD keeps corners and starts from inflating the estimate. A robot
-    whose motion changes from one interval to the next (a real spin that speeds up and
-    slows down) adds that change too, so this is an upper bound; ``native`` (3,), the σ
-    of an interval increment from the reference's own samples
-    (:func:`reference_interval_sigma`), caps it.
+    """Per-column reference-noise σ (3,) of one interval increment: the MAD of consecutive
+    increments' differences (noise 3× an increment's) over √3, an upper bound (the
+    motion's own change adds to it) capped by ``native`` (:func:`reference_interval_sigma`).
     """
     d2 = [np.diff(x, axis=0) for s in np.unique(session) if (x := xi[session == s]).shape[0] >= 3]
     if not d2:
@@ -300,12 +283,9 @@ def _noise_sigma(
 
 
 def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarray:
-    """σ (3,) of an interval increment's reference noise (m, m, rad) from the reference's
-    own samples: √2 × the white noise of one sample
-    (:func:`~sensorbench.fusion.odometry_replay.reference_noise`, second differences at
-    the reference's rate, where the motion's own change is negligible), the median over
-    the drives, x and y pooled (the body axes see the world's rotated). With the IMU's
-    heading the θ column is not the reference's: inf (no cap)."""
+    """σ (3,) of an interval increment's reference noise (m, m, rad): √2 × one sample's white
+    noise (:func:`~sensorbench.fusion.odometry_replay.reference_noise`), the median over
+    the drives, x and y pooled; θ inf (no cap) with the IMU's heading."""
     var = np.median([reference_noise(d.t_ref, d.ref) for d in drives], axis=0)
     xy = np.sqrt(var[0] + var[1])  # √(2·mean of the two)
     return np.array([xy, xy, np.sqrt(2.0 * var[2]) if heading == "mocap" else np.inf])
@@ -314,13 +294,9 @@ def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarra
 def excitation(
     xi: np.ndarray, session: np.ndarray, native: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Signal-to-noise energy of each regressor with the others projected out.
-
-    Returns ``(snr, singular_values)``: snr_j = S_j/(M·σ_j²) where S_j is the
-    Schur complement of column j in XᵀX and σ_j the reference noise of one
-    interval increment (pure noise gives ≈ 1); the singular values are those of
-    X with each column divided by its noise σ (``native``: :func:`_noise_sigma`).
-    """
+    """Signal-to-noise energy of each regressor with the others projected out: ``(snr,
+    singular_values)``, snr_j = S_j/(M·σ_j²) (S_j the Schur complement of column j in XᵀX,
+    σ_j :func:`_noise_sigma`; pure noise ≈ 1), the singular values of X/σ."""
     sigma = _noise_sigma(xi, session, native)
     Z = xi / sigma
     G = Z.T @ Z
@@ -341,7 +317,6 @@ def _fit_core(
     interval_s: float,
     heading: str,
     min_excitation: float,
-    hac_lags: int | None,
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance."""
     parts = [
@@ -371,7 +346,7 @@ def _fit_core(
     for p in range(n_pods):
         betas[p], weights[p], rsig[p] = huber_irls(xi[:, cols], dn[:, p])
         resid[p] = dn[:, p] - xi[:, cols] @ betas[p]
-    lags = default_hac_lags(session) if hac_lags is None else hac_lags
+    lags = default_hac_lags(session)
     joint = joint_sandwich(
         xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), lags
     )
@@ -399,12 +374,9 @@ def _fit_core(
 def fit_pods(
     drives: Sequence[Drive],
     interval_s: float = 0.5,
-    max_offset_s: float = 0.25,
     heading: str = "auto",
     min_excitation: float = 100.0,
-    hac_lags: int | None = None,
     counts_per_rev: float | Sequence[float] | None = None,
-    names: Sequence[str] | None = None,
     slip_window_s: float = SLIP_WINDOW_S,
 ) -> PodFit:
     """Fit every pod's distance per tick, rolling angle and lever arm.
@@ -412,24 +384,15 @@ def fit_pods(
     Args:
         drives: prepared sessions (:func:`~sensorbench.fusion.pod_drive.load_drive`),
             e.g. forward, sideways, spin and square drives.
-        interval_s: length of the fitting intervals (s); longer intervals shrink
-            the errors-in-variables bias from reference noise.
-        max_offset_s: search range of the encoder/reference time offset (s).
-        heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the
-            gyro's yaw, bias removed against mocap: ~20× less noisy per interval,
-            which sets the parallel pods' scale ratio and so the heading drift
-            per metre) or ``"auto"`` (imu when every session carries IMU yaw).
+        interval_s: length of the fitting intervals (s).
+        heading: where the Δθ regressor comes from: ``"mocap"``, ``"imu"`` (the gyro's
+            yaw, bias removed against mocap) or ``"auto"`` (imu when every session carries
+            IMU yaw).
         min_excitation: a regressor whose conditional signal energy is below this
             multiple of the reference-noise energy counts as not excited.
-        hac_lags: neighbouring intervals whose score products enter the covariance
-            (:func:`joint_sandwich`; None: Newey–West's rule, 0: independent).
         counts_per_rev: ticks per wheel revolution (to report radii), one for every
             wheel or one per wheel; default from the sessions' encoder attributes.
-        names: pod names; default from the sessions or pod0..pod2.
-        slip_window_s: window of the slip-law fit against the IMU (s;
-            :mod:`~sensorbench.characterize.pods.slip_fit`), used when every session
-            carries IMU yaw; without, the law is fitted against mocap over the fit's
-            intervals (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`).
+        slip_window_s: window (s) of the slip-law fit against the IMU (:func:`_fit_slip`).
 
     Raises:
         FitError: no usable intervals, or no translation at all.
@@ -442,8 +405,8 @@ def fit_pods(
         heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
-    offsets = [align_drive(d, interval_s, max_offset_s, "mocap") for d in drives]
-    core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+    offsets = [align_drive(d, interval_s) for d in drives]
+    core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
     n_bounce = 0
     if core["excited"].all() and any(d.imu_yaw is not None for d in drives):
         # second pass: frames where a parallel pod bounced disagree with the IMU's Δθ;
@@ -458,7 +421,7 @@ def fit_pods(
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
-            core = _fit_core(drives, offsets, interval_s, heading, min_excitation, hac_lags)
+            core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
     rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
@@ -470,7 +433,7 @@ def fit_pods(
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
-    pod_names = names or next((d.names for d in drives if d.names), None)
+    pod_names = next((d.names for d in drives if d.names), None)
     pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
         names=pod_names,
@@ -496,7 +459,7 @@ def fit_pods(
         residual_sigma=core["rsig"],
         options={
             "interval_s": interval_s,
-            "max_offset_s": max_offset_s,
+            "max_offset_s": MAX_OFFSET_S,
             "heading": heading,
             "min_excitation": min_excitation,
             "hac_lags": core["hac_lags"],

@@ -1,12 +1,6 @@
-"""Fit the split filters' noise per axis from replayed sessions.
-
-Per axis (:mod:`sensorbench.fusion.split_filter`) the model's shape (velocity random walk
-q + q_jerk·ĵ², slip and drag scales, tick rounding r) is found by a censored Gaussian
-likelihood (:mod:`~sensorbench.characterize.pods.noise_likelihood`), its level and balance
-across drives by the clipped NIS the filters are judged by (:func:`fit_axis`). The fitted
-noise is then checked: NIS while moving against its 95 % band and twice the gate's
-nominal rate (:class:`~sensorbench.fusion.consistency.NisConsistency`), innovation
-autocorrelation ρ_1..ρ_10 against ±1.96/√K. Measurements and figures: docs/PODS.md, Noise fit.
+"""Fit the split filters' noise per axis from replayed sessions (:func:`fit_axis`) and
+check it: the NIS against its band and the gate's nominal rate, the innovations'
+autocorrelation against ±1.96/√K (docs/PODS.md § "Noise fit").
 """
 
 from __future__ import annotations
@@ -151,15 +145,11 @@ def fit_axis(
     max_frames: int = 3000,
     stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
-    """Fit q, q_jerk, slip_scale and drag_scale (with a slip model; the second when it
-    splits rolling from dragging slip) and r (≥ ``r_min``, the quantization floor, as
-    r_min + e^ρ) of one axis, in the three stages of docs/PODS.md, Noise fit: shape by
-    censored maximum likelihood (:func:`~sensorbench.characterize.pods.noise_likelihood.
-    zoom_search`) on the first ``max_frames`` frames of each session, no gate; level by the
-    clipped NIS with the gate applied (:func:`_gated_scale`); balance across drives
-    (:func:`_moment_match`). ``stamp_var`` (s², the frame times' error,
-    :func:`~sensorbench.fusion.frame_clock.stamp_variance`) is measured, not searched, and
-    scaled with the rest.
+    """Fit q, q_jerk, slip_scale and drag_scale (with a slip model) and r (≥ ``r_min``, the
+    quantization floor) of one axis in the three stages of docs/PODS.md § "Noise fit":
+    shape on the first ``max_frames`` frames of each session, level
+    (:func:`_gated_scale`), balance across drives (:func:`_moment_match`); ``stamp_var``
+    (s², :func:`~sensorbench.fusion.frame_clock.stamp_variance`) is scaled with the rest.
     """
     data = [s.head(max_frames) for s in series]
     has_slip = all(s.slip is not None for s in data)
@@ -210,15 +200,8 @@ SCALE_RANGE = (0.25, 4.0)
 def _gated_scale(data: Sequence[AxisInput], noise: AxisNoise, gate: float) -> AxisNoise:
     """``noise`` with every variance (q, q_jerk, r and the slip shares) multiplied by the
     λ at which the mean of the NIS clipped to the gate over ``data`` equals its
-    clipped-χ²₁ expectation: Huber's "Proposal 2" scale (Huber, *Robust Statistics*, 1981,
-    §6.4) with the gate as its clipping point.
-
-    A maximum-likelihood scale matches the plain mean of the NIS; where the model's shape
-    is not exactly the data's (innovations heavier-tailed in some phases of a drive,
-    lighter in others) that leaves the bulk over-stated and the clipped mean low. Scaling
-    every variance by λ scales S by λ and leaves the gains, so the clipped mean falls
-    monotonically in λ (up to the gate's rejections).
-    """
+    clipped-χ²₁ expectation: Huber's "Proposal 2" scale (*Robust Statistics*, 1981, §6.4)
+    with the gate as its clipping point."""
     from scipy.optimize import brentq
 
     target = clipped_chi2_moments(gate)[0]
@@ -241,9 +224,7 @@ def _gated_scale(data: Sequence[AxisInput], noise: AxisNoise, gate: float) -> Ax
 def _moment_match(series: Sequence[AxisInput], noise: AxisNoise, gate: float) -> AxisNoise:
     """``noise`` with slip_scale, drag_scale and q_jerk multiplied by the factors (within
     e^±2) that bring each session's clipped mean NIS nearest its expectation, in units
-    of its standard error (least squares; a session is a drive, and the drives weigh the
-    three differently: a straight drive's lateral axis sees only drag, its own axis rolling
-    slip and ramps)."""
+    of its standard error (least squares)."""
     from scipy.optimize import least_squares
 
     target, var = clipped_chi2_moments(gate)
@@ -320,14 +301,10 @@ def fit_noise(
 ) -> NoiseFit:
     """Fit q and r of the x, y and heading filters from replayed sessions, and, when every
     session has a reference (mocap), the odometry's slip model
-    (:func:`~sensorbench.characterize.pods.drift_fit.fit_drift`).
-
-    ``max_frames`` bounds the frames per session the likelihood search uses;
-    ``align_interval_s`` and ``drift_interval_s`` are the encoder/reference alignment
-    interval and the drift fit's interval (s; a session emulated at N× real time needs
-    them divided by N). ``align_interval_s`` None: the shortest of the sessions'
-    :func:`~sensorbench.fusion.pod_drive.align_interval_for` (0.5 s times the encoder
-    stream's recorded ``clock_nominal_slope``).
+    (:func:`~sensorbench.characterize.pods.drift_fit.fit_drift`). ``max_frames`` bounds the
+    frames per session the likelihood search uses; ``align_interval_s`` (None: the
+    shortest :func:`~sensorbench.fusion.pod_drive.align_interval_for`) and
+    ``drift_interval_s`` are the alignment's and the drift fit's intervals (s).
 
     Raises:
         FitError: no sessions, or sessions too short (< 50 frames in all).
@@ -344,7 +321,7 @@ def fit_noise(
         odo = read_odometry(path)
         stamps.append(stamp_variance(odo.t_s))
         times.append(odo.t_s)
-        increments.append(inc := odo.increments(geometry))
+        increments.append(inc := odo.increments(geometry)[0])
         for a, s in axis_measurements(np.diff(odo.t_s), inc, slip_model, geometry).items():
             per_axis[a].append(s)
     if (n := sum(i.shape[0] for i in increments)) < 50:
@@ -362,10 +339,9 @@ def leave_one_out(
     gate: float = NIS_GATE_99,
     align_interval_s: float | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """How the noise fit carries to drives it did not see: per session, the noise fitted
-    on the others and that session replayed with it against its mocap (truth inside the
-    stated 2σ per axis, mean NEES, whether it is overconfident, and where its motion lies
-    outside the other drives' reach).
+    """Per session, that session replayed against its mocap with the noise fitted on the
+    others: truth inside the stated 2σ per axis, mean NEES, overconfident axes, and where
+    its motion lies outside the other drives' reach.
 
     Raises:
         FitError: fewer than 3 sessions (each fit needs 2), or a session without mocap.

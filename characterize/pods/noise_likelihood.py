@@ -1,10 +1,6 @@
-"""The split filters' likelihood for many noise parameter sets at once, and its search.
-
-:func:`batch_nll` runs one axis filter's compiled loop once per parameter set and scores
-each innovation under a Gaussian law with S = Var p + r, innovations beyond a bound
-*censored* (only that they exceeded it counts, log P(|ν| > c)); :func:`zoom_search`
-maximises it over (ln q, ln q_jerk, ln slip_scale, ln drag_scale, ln(r − r_min)) by
-zooming grids. Why: docs/PODS.md § "Noise fit".
+"""The split filters' censored Gaussian likelihood for many noise parameter sets at once
+(:func:`batch_nll`), and its search by zooming grids over (ln q, ln q_jerk, ln slip_scale,
+ln drag_scale, ln(r − r_min)) (:func:`zoom_search`; docs/PODS.md § "Noise fit").
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Fit the wheels' slip law (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) from the
-pods against the IMU, without a reference path.
-
-Over quarter-second windows ``U = Σ (g·Δn − Δθ_imu) − b·T`` (g the heading row of ``Ŵ⁺``,
-gyro bias b a running median over ±:data:`BIAS_WINDOWS` windows) has
-``E[U²] = σ_roll²·Σ g_i²·D_i/c_i² + σ_drag²·Σ g_i²·P_i/c_i² + Σ g_i²·v_i + c`` with D, P
-the rolled and dragged distances (m), v_i the known end rounding
-(:func:`~sensorbench.fusion.pod_kinematics.expected_frac_variance`) and c the gyro's white
-noise; fitted by gamma-weighted NNLS, bounce windows and those beyond :data:`~.drift_fit.TRIM`
-times their fit dropped. Every pod gets the same law (stated). Figures: docs/PODS.md, Wheel slip.
+pods against the IMU, without a reference path: the windows' squared pods-minus-gyro
+heading ``U`` regressed on their rolled and dragged distances by gamma-weighted NNLS, the
+end rounding a known offset (docs/PODS.md § "Wheel slip").
 """
 
 from __future__ import annotations
@@ -47,8 +41,7 @@ class SlipFit:
         slip: the law (bound to the geometry it was fitted with).
         roll_se, drag_se: standard errors of its two variances (m² per m).
         intercept: the variance not growing with motion: against the IMU (1,) the gyro's
-            noise (rad²; the rounding of the windows' ends is modelled, not fitted);
-            against mocap (3,) the reference's noise per body axis (m², m², rad²).
+            noise (rad²), against mocap (3,) the reference's per body axis (m², m², rad²).
         n_windows: windows used; trimmed: windows dropped as faults.
         drag_identified: False when the drives hardly dragged a pod sideways.
         rolled_m, dragged_m: distance rolled and dragged by the pods the check sees (m).

@@ -1,13 +1,7 @@
-"""Fit the wheels' slip law (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) from the
-pods against motion capture, for drives without an IMU.
-
-Over the pod fit's 0.5 s intervals the odometry-minus-reference body increment δ (3,),
-calibration part removed by least squares, has the covariance
-``Ŵ⁺·diag((σ_roll²·D_i + σ_drag²·P_i + σ_a²·A_i)/c_i² + v_i)·Ŵ⁺ᵀ + diag(n_j + τ_j²·e_j)``
-(D, P rolled and dragged m, A distance × lateral acceleration, v the rounding, n the
-reference noise, e the endpoint speeds²); σ_roll², σ_drag², σ_a², n and τ² are fitted by
-Gaussian maximum likelihood over all drives, intervals beyond the χ²₃ bound of
-:data:`TRIM_P` dropped until none changes side. Why and figures: docs/PODS.md, Wheel slip.
+"""Fit the wheels' slip law (:class:`~sensorbench.fusion.odometry_drift.PodSlip`) and the
+creep from the pods against motion capture, for drives without an IMU: the covariance of
+the intervals' odometry-minus-reference body increment by Gaussian maximum likelihood,
+intervals beyond the χ²₃ bound of :data:`TRIM_P` dropped (docs/PODS.md § "Wheel slip").
 """
 
 from __future__ import annotations
