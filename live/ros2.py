@@ -189,10 +189,8 @@ class Ros2Publisher:
             m.Header(stamp, o.odom_frame),
             o.base_frame,
             m.PoseWithCovariance(m.Pose(m.Point(x, y, 0.0), q),
-                                 pose_covariance(datagram.covariance).ravel()),
-            m.TwistWithCovariance(
-                m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov.ravel()
-            ),
+                                 pose_covariance(datagram.covariance)),
+            m.TwistWithCovariance(m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov),
         )  # fmt: skip
         predicted = bool(datagram.flags & PREDICTED)
         self._predicting = predicted

@@ -136,11 +136,11 @@ class Odometry(IdlStruct, typename="nav_msgs::msg::dds_::Odometry_"):
             self.header.stamp.ns,
             self.header.frame_id,
             self.child_frame_id,
-            np.array([p.position.x, p.position.y, p.position.z, p.orientation.x,
-                      p.orientation.y, p.orientation.z, p.orientation.w]),
-            np.asarray(self.pose.covariance),
-            np.array([t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]),
-            np.asarray(self.twist.covariance),
+            (p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
+             p.orientation.z, p.orientation.w),
+            self.pose.covariance,
+            (t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z),
+            self.twist.covariance,
         )  # fmt: skip
 
 
