@@ -122,10 +122,9 @@ def pose_covariance(cov: Sequence[float]) -> list[float]:
 def body_twist(
     yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
 ) -> tuple[tuple[float, ...], list[float]]:
-    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance
-    (row-major), from the world-frame velocity (m/s, m/s, rad/s) and its variances at
-    heading ``yaw`` (rad): nav_msgs/Odometry's twist is in ``child_frame_id``. Plain floats
-    (once per pod frame live): R·diag(var)·Rᵀ with R world → body."""
+    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance (row-major)
+    from the world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw``
+    (rad): nav_msgs/Odometry's twist is in ``child_frame_id``."""
     c, s = math.cos(yaw), math.sin(yaw)
     (vx, vy, wz), (a, b, w) = (map(float, velocity), map(float, velocity_var))
     cov = [0.0] * 36
@@ -155,8 +154,7 @@ def planar_odometry(
 
 class CdrRows:
     """Messages of one layout (frames constant, numbers per row): an (n, size) byte table
-    built column by column, one ``bytes`` per row; for n = 1 (one message) plain ``bytes``
-    parts, joined once (a tenth of the table's cost)."""
+    built column by column, one ``bytes`` per row (n = 1: the parts' bytes, joined)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -221,10 +219,9 @@ class CdrRows:
     def rows(self) -> list[bytes]:
         if self.n == 1:
             return [b"".join(cast(list[bytes], self.parts))]
-        table = np.concatenate([np.broadcast_to(np.frombuffer(p, np.uint8), (self.n, len(p)))
-                                if isinstance(p, bytes) else p
-                                for p in self.parts], axis=1)  # fmt: skip
-        return [r.tobytes() for r in table]
+        wide = [np.broadcast_to(np.frombuffer(p, np.uint8), (self.n, len(p)))
+                if isinstance(p, bytes) else p for p in self.parts]  # fmt: skip
+        return [r.tobytes() for r in np.concatenate(wide, axis=1)]
 
 
 def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[bytes]:
