@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,14 +202,16 @@ def _window(got: list[tuple[int, bytes]], cpu: list[tuple[int, Cpu]]) -> tuple[i
     return t0, t1, Run(np.zeros(0), float("nan"), pct * (cb - ca), ca, per_s)
 
 
-def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: PtyPort) -> Run:
-    """One ``sensorbench live`` run fed by ``pty``; datagrams matched by their stamps."""
+def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: PtyPort,
+          extra: Sequence[str] = ()) -> Run:  # fmt: skip
+    """One ``sensorbench live`` run (``extra`` options) fed by ``pty``; datagrams matched by
+    their stamps."""
     from sensorbench.live.udp import PREDICTED, SIZE, unpack
 
     rx = _receiver()
     args = ["live", "--config", str(config), "--pods", str(PODS), "--noise", str(NOISE),
             "--udp", f"127.0.0.1:{rx.getsockname()[1]}", "--duration", str(seconds),
-            "-o", str(tmp / f"live-{time.monotonic_ns()}.h5"), "--json"]  # fmt: skip
+            "-o", str(tmp / f"live-{time.monotonic_ns()}.h5"), "--json", *extra]  # fmt: skip
     if run_dir is not None:
         args += ["--run-dir", str(run_dir)]
     cli = [sys.executable, "-c", "from sensorbench.cli import main; main()"]
@@ -388,8 +390,10 @@ def run(quick: bool) -> list[BenchResult]:
                 else:
                     ref.append(_reference(seconds, pty, w))
         robot = _robot_run(whole, tmp, pty, seconds)
+        ros2 = _robot_run(whole, tmp, pty, seconds, ["--ros2", "--ros2-domain",
+                                                     str(200 + os.getpid() % 30)])  # fmt: skip
         pty.close()
-    failed = [x.error for x in (*ours, *ref, robot) if x.error]
+    failed = [x.error for x in (*ours, *ref, robot, ros2) if x.error]
     if failed:
         return [BenchResult("live", "end to end", float("nan"), "", None, False,
                             f"a run failed: {failed[0]}")]  # fmt: skip
@@ -435,6 +439,11 @@ def run(quick: bool) -> list[BenchResult]:
         *(BenchResult("live", f"whole emulated robot: thread {k}{what}", v[i], unit, None, False)
           for k, v in sorted(robot.threads_pct.items(), key=lambda kv: -kv[1][0])
           if v[0] >= 0.05 for i, what, unit in ((0, "", "% of one core"), (1, ", wake-ups", "/s"))),
+        BenchResult("live", "whole emulated robot, --ros2: live CPU, steady", ros2.cpu_pct,
+                    "% of one core", None, False, "a loopback domain, no subscriber"),
+        *(BenchResult("live", f"whole emulated robot, --ros2: thread {k}", v[0],
+                      "% of one core", None, False)
+          for k, v in sorted(ros2.threads_pct.items(), key=lambda kv: -kv[1][0]) if v[0] >= 0.05),
         *(BenchResult("live", f"pod reader per frame, {n} a read: {k}", v, "µs CPU", None,
                       False, "in process; all: the decode, host times, the batch, the live "
                       "worker with the step, UDP" if k == "all" else "in process")
@@ -442,7 +451,8 @@ def run(quick: bool) -> list[BenchResult]:
     ]  # fmt: skip
 
 
-def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float) -> Run:
+def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float,
+               extra: Sequence[str] = ()) -> Run:  # fmt: skip
     """``live`` on the whole emulated robot: ``emulate robot``'s lidars, this feed's pods."""
     run_dir = tmp / "run"
     emu = subprocess.Popen([sys.executable, "-c", "from sensorbench.cli import main; main()",
@@ -453,7 +463,7 @@ def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float) -> Run:
         assert emu.stdout is not None
         for _ in range(4):  # its devices are up
             emu.stdout.readline()
-        return _live(config, run_dir, seconds, tmp, pty)
+        return _live(config, run_dir, seconds, tmp, pty, extra)
     finally:
         emu.terminate()
         emu.wait(20)

@@ -189,10 +189,8 @@ class Ros2Publisher:
             m.Header(stamp, o.odom_frame),
             o.base_frame,
             m.PoseWithCovariance(m.Pose(m.Point(x, y, 0.0), q),
-                                 pose_covariance(datagram.covariance).ravel()),
-            m.TwistWithCovariance(
-                m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov.ravel()
-            ),
+                                 pose_covariance(datagram.covariance)),
+            m.TwistWithCovariance(m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov),
         )  # fmt: skip
         predicted = bool(datagram.flags & PREDICTED)
         self._predicting = predicted
@@ -277,7 +275,6 @@ class Ros2Publisher:
         from sensorbench.live import ros2_msgs as m
 
         for k, pts, b in binned_turns(self._grids, name, turns):
-            finite = turns.range[pts][np.isfinite(turns.range[pts])]
             speed = float(turns.speed_hz[k])
             msg = m.LaserScan(
                 m.Header(self._stamp(b.stamp_ns), name),
@@ -288,7 +285,7 @@ class Ros2Publisher:
                 1.0 / speed if math.isfinite(speed) and speed > 0
                 else abs(b.time_increment) * b.ranges.size,
                 0.0,
-                float(finite.max()) if finite.size else 0.0,
+                float(np.max(turns.range[pts], where=np.isfinite(turns.range[pts]), initial=0)),
                 b.ranges,
                 b.intensities,
             )  # fmt: skip
@@ -303,12 +300,11 @@ class Ros2Publisher:
             if n < 2:
                 continue
             r = turns.range[lo : lo + n]
-            finite = r[np.isfinite(r)]
             inc = float(turns.angle[lo + 1] - turns.angle[lo])
             # angles min, max, increment; time increment, scan time, range min, range max
             msg = m.LaserScan(m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
                               float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc,
-                              0.0, 0.0, 0.0, float(finite.max()) if finite.size else 0.0,
+                              0.0, 0.0, 0.0, float(np.max(r, where=np.isfinite(r), initial=0)),
                               r, turns.intensity[lo : lo + n])  # fmt: skip
             self._write("/scan", msg)
 

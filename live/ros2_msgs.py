@@ -16,6 +16,7 @@ import numpy as np
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, byte, float32, float64, int32, sequence, uint32
 
+from sensorbench.live.ros2 import OK
 from sensorbench.logs import ros2_cdr
 
 if TYPE_CHECKING:  # the binding's array[...] and sequence[...] are no types mypy knows
@@ -136,11 +137,11 @@ class Odometry(IdlStruct, typename="nav_msgs::msg::dds_::Odometry_"):
             self.header.stamp.ns,
             self.header.frame_id,
             self.child_frame_id,
-            np.array([p.position.x, p.position.y, p.position.z, p.orientation.x,
-                      p.orientation.y, p.orientation.z, p.orientation.w]),
-            np.asarray(self.pose.covariance),
-            np.array([t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]),
-            np.asarray(self.twist.covariance),
+            (p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
+             p.orientation.z, p.orientation.w),
+            self.pose.covariance,
+            (t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z),
+            self.twist.covariance,
         )  # fmt: skip
 
 
@@ -221,14 +222,11 @@ class KeyValue(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
 if not TYPE_CHECKING:
     Values = sequence[KeyValue]
 
-OK, WARN, ERROR, STALE = 0, 1, 2, 3
-"""diagnostic_msgs/DiagnosticStatus levels."""
-
 
 @dataclass
 @annotate.final
 class DiagnosticStatus(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
-    """diagnostic_msgs/DiagnosticStatus (``level``: :data:`OK` … :data:`STALE`)."""
+    """diagnostic_msgs/DiagnosticStatus (``level``: :data:`~sensorbench.live.ros2.OK` …)."""
 
     level: byte = OK
     name: str = ""

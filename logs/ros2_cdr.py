@@ -12,6 +12,7 @@ import functools
 import math
 import struct
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -31,15 +32,15 @@ def odometry(
     t_ns: int,
     frame: str,
     child: str,
-    pose: np.ndarray,
-    pose_cov: np.ndarray,
-    twist: np.ndarray,
-    twist_cov: np.ndarray,
+    pose: np.ndarray | Sequence[float],
+    pose_cov: np.ndarray | Sequence[float],
+    twist: np.ndarray | Sequence[float],
+    twist_cov: np.ndarray | Sequence[float],
 ) -> bytes:
     """``nav_msgs/Odometry``: ``pose`` (x, y, z, qx, qy, qz, qw) in ``frame``, ``twist``
     (vx, vy, vz, wx, wy, wz) in ``child``, each with its 6×6 covariance (36 values)."""
     values = np.concatenate([np.ravel(v) for v in (pose, pose_cov, twist, twist_cov)])
-    return odometry_rows(np.array([t_ns]), (frame, child), values[None, :])[0]
+    return odometry_rows(np.array([t_ns]), (frame, child), values)[0]
 
 
 def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
@@ -95,14 +96,13 @@ def laser_scan(
     intensities: np.ndarray,
 ) -> bytes:
     """``sensor_msgs/LaserScan``; ``params``: angle_min, angle_max, angle_increment,
-    time_increment, scan_time, range_min, range_max (float32 in the message).
-
-    Written field by field (export writes one per turn: a fifth of :class:`CdrRows`'s cost
-    for one row); the header's string ends the only unaligned field."""
-    head = _ENCAPSULATION + _STAMP.pack(*divmod(int(t_ns), 1_000_000_000)) + _string(frame)
-    r, i = np.asarray(ranges, "<f4"), np.asarray(intensities, "<f4")
-    return b"".join((head, bytes(-len(head) % 4), np.asarray(params, "<f4").tobytes(),
-        _U32.pack(r.size), r.tobytes(), _U32.pack(i.size), i.tobytes()))  # fmt: skip
+    time_increment, scan_time, range_min, range_max (float32 in the message)."""
+    r = CdrRows(1)
+    r.header(np.array([t_ns]), frame)
+    r.column(params, "<f4")
+    r.seq(ranges, "<f4")
+    r.seq(intensities, "<f4")
+    return r.rows()[0]
 
 
 def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
@@ -110,37 +110,35 @@ def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
     return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
 
 
-def pose_covariance(cov: Sequence[float]) -> np.ndarray:
-    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw) of the upper triangle of
-    (x, y, yaw): xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the rest 0."""
-    out = np.zeros((6, 6))
-    rows, cols = np.array([0, 0, 0, 1, 1, 5]), np.array([0, 1, 5, 1, 5, 5])
-    out[rows, cols] = out[cols, rows] = cov
+def pose_covariance(cov: Sequence[float]) -> list[float]:
+    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw), row-major, of the upper
+    triangle of (x, y, yaw): xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the rest 0."""
+    out = [0.0] * 36
+    for (i, j), v in zip(((0, 0), (0, 1), (0, 5), (1, 1), (1, 5), (5, 5)), cov, strict=True):
+        out[6 * i + j] = out[6 * j + i] = float(v)
     return out
 
 
 def body_twist(
     yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance, from the
-    world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw`` (rad):
-    nav_msgs/Odometry's twist is in ``child_frame_id``."""
+) -> tuple[tuple[float, ...], list[float]]:
+    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance (row-major)
+    from the world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw``
+    (rad): nav_msgs/Odometry's twist is in ``child_frame_id``."""
     c, s = math.cos(yaw), math.sin(yaw)
-    rot = np.array([[c, s], [-s, c]])  # world -> body
-    twist = np.zeros(6)
-    twist[:2] = rot @ np.asarray(velocity[:2], dtype=float)
-    twist[5] = velocity[2]
-    cov = np.zeros((6, 6))
-    cov[:2, :2] = rot @ np.diag(np.asarray(velocity_var[:2], dtype=float)) @ rot.T
-    cov[5, 5] = velocity_var[2]
-    return twist, cov
+    (vx, vy, wz), (a, b, w) = (map(float, velocity), map(float, velocity_var))
+    cov = [0.0] * 36
+    cov[0], cov[7] = c * a * c + s * b * s, s * a * s + c * b * c
+    cov[1], cov[6] = -c * a * s + s * b * c, -s * a * c + c * b * s
+    cov[35] = w
+    return (c * vx + s * vy, -s * vx + c * vy, 0.0, 0.0, 0.0, wz), cov
 
 
 def planar_odometry(
     t_ns: int,
     frames: tuple[str, str],
     pose: Sequence[float],
-    pose_cov: np.ndarray,
+    pose_cov: np.ndarray | Sequence[float],
     velocity: Sequence[float],
     velocity_var: Sequence[float],
 ) -> tuple[bytes, bytes]:
@@ -155,17 +153,17 @@ def planar_odometry(
 
 
 class CdrRows:
-    """Messages of one layout (frames constant, numbers per row; n = 1 for a single
-    message): an (n, size) byte table built column by column, one ``bytes`` per row."""
+    """Messages of one layout (frames constant, numbers per row): an (n, size) byte table
+    built column by column, one ``bytes`` per row (n = 1: the parts' bytes, joined)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self.parts: list[np.ndarray] = [np.frombuffer(_ENCAPSULATION, np.uint8)]
+        self.parts: list[bytes | np.ndarray] = [_ENCAPSULATION]
         self.size = 0  # bytes after the encapsulation header
 
     def const(self, data: bytes) -> None:
         """The same bytes in every row."""
-        self.parts.append(np.frombuffer(data, np.uint8))
+        self.parts.append(data)
         self.size += len(data)
 
     def align(self, k: int) -> None:
@@ -175,15 +173,21 @@ class CdrRows:
 
     def column(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
         """One value per row or (n, m) values: aligned to the type's size."""
-        a = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(self.n, -1))
+        a = np.asarray(values, dtype=dtype)
         self.align(a.dtype.itemsize)
-        self.parts.append(a.view(np.uint8))
-        self.size += a.shape[1] * a.dtype.itemsize
+        if self.n == 1:
+            self.const(a.tobytes())
+            return
+        self.parts.append(np.ascontiguousarray(a.reshape(self.n, -1)).view(np.uint8))
+        self.size += a.nbytes // self.n
 
     def times(self, t_ns: np.ndarray) -> None:
         """``builtin_interfaces/Time`` per row."""
-        sec, nsec = np.divmod(np.asarray(t_ns, dtype=np.int64), 1_000_000_000)
         self.align(4)
+        if self.n == 1:
+            self.const(_STAMP.pack(*divmod(int(t_ns[0]), 1_000_000_000)))
+            return
+        sec, nsec = np.divmod(np.asarray(t_ns, dtype=np.int64), 1_000_000_000)
         pair = np.empty((self.n, 2), "<u4")
         pair[:, 0] = sec.astype("<i4").view("<u4")
         pair[:, 1] = nsec
@@ -213,9 +217,11 @@ class CdrRows:
             self.column(a, dtype)
 
     def rows(self) -> list[bytes]:
-        table = np.concatenate([np.broadcast_to(p, (self.n, p.shape[-1])) if p.ndim == 1
-                                else p for p in self.parts], axis=1)  # fmt: skip
-        return [r.tobytes() for r in table]
+        if self.n == 1:
+            return [b"".join(cast(list[bytes], self.parts))]
+        wide = [np.broadcast_to(np.frombuffer(p, np.uint8), (self.n, len(p)))
+                if isinstance(p, bytes) else p for p in self.parts]  # fmt: skip
+        return [r.tobytes() for r in np.concatenate(wide, axis=1)]
 
 
 def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[bytes]:

@@ -71,6 +71,26 @@ def test_odometry_and_tf() -> None:
     one = [_cdr(T["tf2_msgs/msg/TFMessage"](transforms=[_tf(int(t), *FRAMES, v[:7])]),
                 "tf2_msgs/msg/TFMessage") for t, v in pairs]  # fmt: skip
     assert ros2_cdr.tf_rows(STAMPS, FRAMES, values[:, :7]) == one
+    assert [ros2_cdr.tf_message([(int(t), *FRAMES, v[:7])]) for t, v in pairs] == one
+
+
+def test_one_message_is_its_row_of_the_table() -> None:
+    """CdrRows(1) joins bytes, CdrRows(n) fills a table: every field kind, same bytes."""
+    values = RNG.normal(size=(N, 20))
+
+    def rows(n: int, t: np.ndarray, v: np.ndarray) -> list[bytes]:
+        r = ros2_cdr.CdrRows(n)
+        r.const(b"\x02")
+        r.header(t, FRAMES[1])
+        r.column(v[:, :3], "<f4")
+        r.seq(v[:, 3:10], "<f8")
+        r.times(t // 3)
+        r.string("x")
+        r.column(v[:, 10:], "<f8")
+        return r.rows()
+
+    table = rows(N, STAMPS, values)
+    assert [rows(1, STAMPS[k : k + 1], values[k : k + 1])[0] for k in range(N)] == table
 
 
 def test_poses_and_path() -> None:
