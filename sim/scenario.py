@@ -30,9 +30,6 @@ class _Spec:
     def check(self, value: Any, key: str) -> Any:
         raise NotImplementedError
 
-    def resolved_default(self) -> Any:
-        return copy.deepcopy(self.default)
-
 
 def _fail(key: str, msg: str) -> SimError:
     return SimError(f"{key}: {msg}")
@@ -140,7 +137,7 @@ class Table(_Spec):
 
     @property
     def default(self) -> dict:  # type: ignore[override]
-        return {k: f.resolved_default() for k, f in self.fields.items()}
+        return {k: copy.deepcopy(f.default) for k, f in self.fields.items()}
 
     def check(self, value: Any, key: str) -> dict:
         if not isinstance(value, dict):
@@ -154,7 +151,7 @@ class Table(_Spec):
             if k not in value:
                 raise _fail(f"{prefix}{k}", "is required")
         return {
-            k: f.check(value[k], f"{prefix}{k}") if k in value else f.resolved_default()
+            k: f.check(value[k], f"{prefix}{k}") if k in value else copy.deepcopy(f.default)
             for k, f in self.fields.items()
         }
 
