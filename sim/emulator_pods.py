@@ -149,11 +149,6 @@ class PodEmulator(PtyEmulator):
         return self
 
     @property
-    def name(self) -> str:
-        """The stable link, or the tty node (the same as :attr:`link`)."""
-        return self.link
-
-    @property
     def achieved_speed(self) -> float:
         """Simulated seconds served per host second since the clock started (``speed`` if
         it kept up)."""
