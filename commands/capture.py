@@ -208,7 +208,7 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
             elf, path, link=link, speed=speed, loop=True, auto_reset=auto_reset, boot_s=boot_s,
             events=events,
         )  # fmt: skip
-    click.echo(em.name)
+    click.echo(em.link)
     sys.stdout.flush()
     em.start()
     try:

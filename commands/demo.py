@@ -130,16 +130,11 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
 
     address = parse_address(foxglove_addr)
     duration = math.inf if duration_s is None else duration_s
-    printers: list[StatusPrinter] = []
+    printer = StatusPrinter(duration)
 
     def status(elapsed_s: float, statuses: list, runtime: Any) -> None:
-        if not printers:
-
-            def parts(t: float, st: list) -> list[str]:
-                return format_live_status(runtime.on_status(t, st))
-
-            printers.append(StatusPrinter(duration, extra=parts))
-        printers[0](elapsed_s, statuses)
+        printer.extra = lambda t, st: format_live_status(runtime.on_status(t, st))
+        printer(elapsed_s, statuses)
 
     if not as_json:
         click.echo(
@@ -151,8 +146,7 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
             out_dir, address, duration, stop,
             on_status=None if as_json else status, pods_firmware=pods_firmware,
         )  # fmt: skip
-    for p in printers:
-        p.done()
+    printer.done()  # nothing to end under --json: it never drew
     summary = live_summary(run.runtime)
     code, why = live_failures(run.result, run.runtime)
     ok = code == 0

@@ -10,6 +10,7 @@ import click
 
 from sensorbench.cli import subgroup
 from sensorbench.commands import options as opt
+from sensorbench.drivers.device_kinds import all_kinds
 from sensorbench.json_doc import to_json
 from sensorbench.logs.atomic_output import check_output
 
@@ -96,7 +97,7 @@ def _serve_ld19_protocol(
     link: str | None, startup: float, faults: bool, duration_s: float | None,
 ) -> None:  # fmt: skip
     """Serve ``emulate KIND`` (the options as the command's; times in s)."""
-    from sensorbench.drivers.device_kinds import all_kinds, get_kind
+    from sensorbench.drivers.device_kinds import get_kind
     from sensorbench.sim.emulator_base import apply_fault, fault_schedule, link_faults
     from sensorbench.sim.emulator_ld19 import LD19Emulator
     from sensorbench.sim.kind_emulators import synthetic_ld19_samples
@@ -148,13 +149,6 @@ def _serve_ld19_protocol(
     click.echo(f"sent {st.bytes_delivered} bytes ({emu.packets_sent} packets)", err=True)
 
 
-def _attach_emulators() -> None:
-    """``emulate KIND`` for every registered LD19-protocol kind."""
-    from sensorbench.drivers.device_kinds import all_kinds
-
-    for kind in all_kinds():
-        if kind.protocol == "ld19":
-            subgroup("emulate").add_command(emulate_command(kind.name, kind.model))
-
-
-_attach_emulators()
+for _kind in all_kinds():  # ``emulate KIND`` for every registered LD19-protocol kind
+    if _kind.protocol == "ld19":
+        subgroup("emulate").add_command(emulate_command(_kind.name, _kind.model))

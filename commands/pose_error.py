@@ -74,11 +74,6 @@ class _Selection:
     t_start: float | None  # s from each session's start
     t_end: float | None
 
-    @property
-    def align_mode(self) -> str:
-        """``--align``, with ``--no-align`` meaning ``none``."""
-        return "none" if self.no_align else self.align
-
     def prepare(self) -> Any:
         """The campaign aligned in time and space, with its frame check (``prepare_campaign``)."""
         from sensorbench.characterize.pose.sessions import (
@@ -90,8 +85,8 @@ class _Selection:
         paths = list(self.sessions)
         return prepare_campaign(
             [load_tracks(p, self.sensor, self.reference, self.t_start, self.t_end) for p in paths],
-            session_names(paths), paths, self.align_mode, self.planar, self.time_offset,
-            self.max_offset, self.max_gap,
+            session_names(paths), paths, "none" if self.no_align else self.align, self.planar,
+            self.time_offset, self.max_offset, self.max_gap,
         )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import stat
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,7 +232,7 @@ class _Validator:
             return default
         value = table[key]
         if (isinstance(value, bool) or not isinstance(value, int | float)
-                or not math.isfinite(value)):
+                or not abs(value) <= sys.float_info.max):  # nan, inf, an int past float
             raise self.fail((*path, key), f"'{key}' must be a finite number, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.fail((*path, key), f"'{key}' must be >= {minimum:g}, got {value}")

@@ -239,8 +239,3 @@ class FirmwarePodEmulator(PtyEmulator):
         raise SimError("the firmware emulator has no link faults")
 
     unplug = replug = stall
-
-    @property
-    def name(self) -> str:
-        """The stable link, or the tty node."""
-        return self.link

@@ -306,15 +306,10 @@ class LD19Emulator(PtyEmulator):
         return self
 
     @property
-    def served_s(self) -> float:
-        """Simulated time (s) up to which every packet has been sent."""
-        with self._lock:
-            return float(self._send_time(self._cursor))
-
-    @property
     def achieved_speed(self) -> float:
         """Simulated seconds served per host second since power-on (``speed`` if it kept up)."""
-        return self.clock.achieved_speed(self.served_s)
+        with self._lock:
+            return self.clock.achieved_speed(float(self._send_time(self._cursor)))
 
     def unplug(self) -> None:
         """Pull the cable: the pty disappears and the unit loses power."""

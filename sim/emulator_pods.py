@@ -149,20 +149,10 @@ class PodEmulator(PtyEmulator):
         return self
 
     @property
-    def name(self) -> str:
-        """The stable link, or the tty node (the same as :attr:`link`)."""
-        return self.link
-
-    @property
-    def served_s(self) -> float:
-        """Simulated time (s) up to which every frame has been sent."""
-        return self._time_of(self._next)
-
-    @property
     def achieved_speed(self) -> float:
         """Simulated seconds served per host second since the clock started (``speed`` if
         it kept up)."""
-        return self.clock.achieved_speed(self.served_s)
+        return self.clock.achieved_speed(self._time_of(self._next))
 
     # -- serving -----------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import math
+import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -30,9 +30,6 @@ class _Spec:
     def check(self, value: Any, key: str) -> Any:
         raise NotImplementedError
 
-    def resolved_default(self) -> Any:
-        return copy.deepcopy(self.default)
-
 
 def _fail(key: str, msg: str) -> SimError:
     return SimError(f"{key}: {msg}")
@@ -50,7 +47,7 @@ class F(_Spec):
 
     def check(self, value: Any, key: str) -> float:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value):
+        if not number or not abs(value) <= sys.float_info.max:  # nan, inf, an int past float
             raise _fail(key, f"must be a number (finite), got {value!r}")
         v = float(value)
         lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
@@ -78,8 +75,7 @@ class I(_Spec):  # noqa: E742 - short schema constructor names read like a table
             raise _fail(key, f"must be an integer, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise _fail(key, f"must be one of {list(self.choices)}, got {value}")
-        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise _fail(key, f"must be in [{self.lo}, {self.hi}], got {value}")
+        F(0.0, self.lo, self.hi).check(value, key)  # the range, said as for floats
         return value
 
 
@@ -140,7 +136,7 @@ class Table(_Spec):
 
     @property
     def default(self) -> dict:  # type: ignore[override]
-        return {k: f.resolved_default() for k, f in self.fields.items()}
+        return {k: copy.deepcopy(f.default) for k, f in self.fields.items()}
 
     def check(self, value: Any, key: str) -> dict:
         if not isinstance(value, dict):
@@ -154,7 +150,7 @@ class Table(_Spec):
             if k not in value:
                 raise _fail(f"{prefix}{k}", "is required")
         return {
-            k: f.check(value[k], f"{prefix}{k}") if k in value else f.resolved_default()
+            k: f.check(value[k], f"{prefix}{k}") if k in value else copy.deepcopy(f.default)
             for k, f in self.fields.items()
         }
 

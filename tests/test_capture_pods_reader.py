@@ -34,7 +34,7 @@ def _record(tmp_path, variant: str, unplug: bool = False):
     # (6 malformed CSV lines once, with a CPU hog on the reader's core).
     protocol = PodProtocol(protocol=variant, clock_slope=1 / 10.0)
     config = LinkConfig(first_valid_timeout_s=None)
-    r = SerialReader(SerialLink("pods", em.name, protocol, w, config=config))
+    r = SerialReader(SerialLink("pods", em.link, protocol, w, config=config))
     r.declare(w)
     w.start()
     r.start()
@@ -88,14 +88,14 @@ def test_silent_port_fails_start_with_a_diagnosis(tmp_path) -> None:
     s = pods_util.make_samples(n=10)
     em = PodEmulator(s, link=str(tmp_path / "pods"))  # never started: silent
     r = SerialReader(
-        SerialLink("pods", em.name, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.3))
+        SerialLink("pods", em.link, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.3))
     )
     with pytest.raises(DriverError, match="0 bytes"):
         r.start()
     em.stop()
     wrong = PodEmulator(s, link=str(tmp_path / "pods32"), counter_bits=32, loop=True)
     r = SerialReader(
-        SerialLink("pods", wrong.name, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.5))
+        SerialLink("pods", wrong.link, PodProtocol(), config=LinkConfig(first_valid_timeout_s=0.5))
     )
     wrong.start()
     with pytest.raises(DriverError, match="counter width"):

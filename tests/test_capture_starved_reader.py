@@ -47,7 +47,7 @@ def _run(tmp_path, episodes: int) -> None:
     em.port.write_timeout_s = 30.0  # the pty fills while starved: wait, lose nothing
     protocol = _StarvedPods()
     sink = pods_util.FrameSink()
-    link = SerialLink("pods", em.name, protocol, writer=sink,
+    link = SerialLink("pods", em.link, protocol, writer=sink,
                       config=LinkConfig(first_valid_timeout_s=None))  # fmt: skip
     reader = SerialReader(link)
     reader.start()

@@ -64,7 +64,7 @@ def record(em: FirmwarePodEmulator, protocol: PodProtocol | None = None, **optio
     protocol = protocol or PodProtocol(**options)
     config = LinkConfig(first_valid_timeout_s=None)
     sink = FrameSink(protocol.parser.n_pods)
-    reader = SerialReader(SerialLink("pods", em.name, protocol, writer=sink, config=config))
+    reader = SerialReader(SerialLink("pods", em.link, protocol, writer=sink, config=config))
     reader.start()
     try:
         em.start()
@@ -168,7 +168,7 @@ def test_dtr_resets_the_uno_on_every_open(elf, tmp_path) -> None:
         opened, open_s = [], []
         for _ in range(2):
             t_open = time.monotonic()
-            ser = open_serial(em.name, 115200, timeout_s=0.05)
+            ser = open_serial(em.link, 115200, timeout_s=0.05)
             open_s.append(time.monotonic() - t_open)
             try:
                 data = read_for(ser, 30.0, enough=18 * 150)

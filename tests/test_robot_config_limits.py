@@ -121,6 +121,7 @@ def test_a_port_that_is_not_a_serial_tty_is_refused(what, tmp_path) -> None:
         ("powerup", "gap_s = 1e9", "'gap_s' must be <= 60"),
         ("powerup", "timeout_s = 1e12", "'timeout_s' must be <= 120"),
         ("front", "gap_s = 61", "'gap_s' must be <= 60"),
+        ("front", "gap_s = 1" + "0" * 400, "'gap_s' must be a finite number"),
         ("front", "timeout_s = 1e6", "'timeout_s' must be <= 120"),
         ("rear", "mount = {x_m = 1e30, y_m = 0.0, yaw_deg = 0}", "'x_m' must be <= 10"),
         ("rear", "mount = {x_m = 0.1, y_m = -11, yaw_deg = 0}", "'y_m' must be >= -10"),

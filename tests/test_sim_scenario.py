@@ -67,6 +67,8 @@ def test_fault_knobs_are_read_with_defaults() -> None:
         ("[pods]\nrate_hz = 'fast'\n", r"pods\.rate_hz: must be a number"),
         ("[robot]\nstart_yaw_deg = inf\n", r"robot\.start_yaw_deg: must be a number \(finite\)"),
         ("[trajectory]\nlead_in_s = inf\n", r"trajectory\.lead_in_s: must be a number \(finite\)"),
+        ("[pods]\nrate_hz = 1" + "0" * 400 + "\n", r"pods\.rate_hz: must be a number \(finite\)"),
+        ("[trajectory]\nrepeats = 0\n", r"trajectory\.repeats: must be in \[1, 1000\], got 0"),
         ("[pods]\ncounter_bits = 24\n", r"pods\.counter_bits: must be one of \[16, 32\]"),
         (
             "[lidars.a]\nmodel = 'ld19'\nskip_prob = 1.5\n",
