@@ -60,17 +60,6 @@ def turn_start_s(turns: LidarTurns) -> tuple[np.ndarray, str]:
     return (host - host[0]).astype(np.float64) * 1e-9, "host"
 
 
-def nominal_period(periods_s: np.ndarray) -> float:
-    """Median single-turn period (s), found by discarding multi-turn gaps iteratively."""
-    nominal = float(np.median(periods_s))
-    for _ in range(3):
-        single = periods_s[np.rint(periods_s / nominal) == 1]
-        if single.size == 0:
-            break
-        nominal = float(np.median(single))
-    return nominal
-
-
 def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
     """Turns (seen and skipped) per second over the ``counted`` periods (Hz)."""
     k = np.rint(periods / nominal).astype(np.int64)
@@ -150,7 +139,12 @@ def timing_stats(
     if clock == "host" and base in ("nominal", "stamps"):
         clock = base
     periods = np.diff(t_s)
-    nominal = nominal_period(periods)
+    nominal = float(np.median(periods))
+    for _ in range(3):  # the median single-turn period: multi-turn gaps dropped iteratively
+        single = periods[np.rint(periods / nominal) == 1]
+        if single.size == 0:
+            break
+        nominal = float(np.median(single))
     k = np.rint(periods / nominal).astype(np.int64)
 
     mine, overruns, dropoff = _usb_events(turns, events, sources)
