@@ -51,21 +51,6 @@ class TimingStats:
     usb_dropoff_gaps: int
 
 
-def time_base_kind(time_base: str) -> str:
-    """What a stream's ``time_base`` attribute says its (non-device) times are: ``host``
-    (receive times; also when it says nothing), ``nominal`` (a nominal sample rate:
-    invented), ``stamps`` (header stamps of an imported log) or ``device`` (a bare
-    capture stamped with device time)."""
-    text = time_base.lower()
-    if text.startswith("nominal"):
-        return "nominal"
-    if "header stamp" in text:
-        return "stamps"
-    if text.startswith("device"):
-        return "device"
-    return "host"
-
-
 def turn_start_s(turns: LidarTurns) -> tuple[np.ndarray, str]:
     """Turn start times (s, from the first turn) and the clock used (``device``/``host``)."""
     dev = turns.device_ns
@@ -73,17 +58,6 @@ def turn_start_s(turns: LidarTurns) -> tuple[np.ndarray, str]:
         return (dev - dev[0]).astype(np.float64) * 1e-9, "device"
     host = turns.t_first_ns
     return (host - host[0]).astype(np.float64) * 1e-9, "host"
-
-
-def nominal_period(periods_s: np.ndarray) -> float:
-    """Median single-turn period (s), found by discarding multi-turn gaps iteratively."""
-    nominal = float(np.median(periods_s))
-    for _ in range(3):
-        single = periods_s[np.rint(periods_s / nominal) == 1]
-        if single.size == 0:
-            break
-        nominal = float(np.median(single))
-    return nominal
 
 
 def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
@@ -155,11 +129,22 @@ def timing_stats(
             f"only {turns.n_turns} lidar turns in the stream; record at least a few seconds"
         )
     t_s, clock = turn_start_s(turns)
-    base = time_base_kind(time_base)
-    if clock == "host" and base != "host":
-        clock = "nominal" if base == "nominal" else "stamps" if base == "stamps" else "host"
+    kind = time_base.lower()  # what the stream's non-device times are
+    base = (
+        "nominal" if kind.startswith("nominal")  # a nominal sample rate: invented
+        else "stamps" if "header stamp" in kind  # an imported log's header stamps
+        else "device" if kind.startswith("device")  # a bare capture's device time
+        else "host"  # receive times (also when it says nothing)
+    )
+    if clock == "host" and base in ("nominal", "stamps"):
+        clock = base
     periods = np.diff(t_s)
-    nominal = nominal_period(periods)
+    nominal = float(np.median(periods))
+    for _ in range(3):  # the median single-turn period: multi-turn gaps dropped iteratively
+        single = periods[np.rint(periods / nominal) == 1]
+        if single.size == 0:
+            break
+        nominal = float(np.median(single))
     k = np.rint(periods / nominal).astype(np.int64)
 
     mine, overruns, dropoff = _usb_events(turns, events, sources)

@@ -99,14 +99,12 @@ class SlipFit:
             "window_s": self.window_s,
             "method": self.method,
             **({} if self.timing_s is None else {"timing_s": [float(v) for v in self.timing_s]}),
-            **({} if self.turn_se is None else self._turn()),
+            **({} if self.turn_se is None else {  # the lateral-acceleration term, its se
+                SLIP_TURN_KEY: self.slip.turn_var,
+                SLIP_TURN_KEY.replace("_m2", "_se_m2", 1): self.turn_se or math.nan,
+            }),
             **({} if self.creep is None else {f"creep_{k}": v for k, v in self.creep.items()}),
         }
-
-    def _turn(self) -> dict[str, float]:
-        """The law's lateral-acceleration term and its standard error (model-file keys)."""
-        key = SLIP_TURN_KEY
-        return {key: self.slip.turn_var, key.replace("_m2", "_se_m2", 1): self.turn_se or math.nan}
 
 
 def _windows(

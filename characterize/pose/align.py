@@ -548,8 +548,7 @@ class TrajectoryError:
 
 
 def trajectory_error(
-    sensor: PoseTrack, reference: PoseTrack, alignment: Alignment, max_gap_s: float | None = None,
-    rpe_delta_s: float = RPE_DELTA_S,
+    sensor: PoseTrack, reference: PoseTrack, alignment: Alignment, max_gap_s: float | None = None
 ) -> TrajectoryError:
     """ATE and RPE of ``sensor`` against ``reference`` under ``alignment``.
 
@@ -566,7 +565,7 @@ def trajectory_error(
     p_ref, r_ref = pos[idx], Rotation.from_quat(quat[idx]).as_matrix()
     ate = np.linalg.norm(p_est - p_ref, axis=1)
     t = sensor.t_s[idx]
-    k = max(1, round(rpe_delta_s / float(np.median(np.diff(t)))))
+    k = max(1, round(RPE_DELTA_S / float(np.median(np.diff(t)))))
     k = min(k, idx.size - 1)
     i = np.arange(0, idx.size - k, k)  # evo_rpe's pairs: (0, Δ), (Δ, 2Δ), ...
     j = i + k

@@ -72,25 +72,6 @@ def allan_deviation(
     return ms[ok] * dt0, adev, cnt[ok], np.maximum(edf[ok], 1.0)
 
 
-def adev_interval(adev: np.ndarray, edf: np.ndarray, level: float = 0.95) -> np.ndarray:
-    """``(2, ...)`` lower and upper ADEV bounds: AVAR·edf/χ²_edf at ``(1 ± level)/2``."""
-    edf = np.asarray(edf, dtype=float)
-    if np.ndim(adev) > np.ndim(edf):
-        edf = edf[:, None]
-    hi_q = chi2.ppf(0.5 + level / 2, edf)
-    lo_q = chi2.ppf(0.5 - level / 2, edf)
-    return np.stack([adev * np.sqrt(edf / hi_q), adev * np.sqrt(edf / lo_q)])
-
-
-def interior_peak(y: np.ndarray, good: np.ndarray) -> int | None:
-    """Index of the maximum of ``y`` over ``good`` points, or None at either end of them."""
-    idx = np.flatnonzero(good & np.isfinite(y))
-    if idx.size < 3:
-        return None
-    k = int(idx[np.argmax(y[idx])])
-    return None if k in (idx[0], idx[-1]) else k
-
-
 def model_allan_deviation(
     t: np.ndarray, sigma: float, tau: float, sigma_v: float, dt: float
 ) -> np.ndarray:
@@ -125,7 +106,8 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
     it implies, the fitted τ and σ and the ratio's range (docs/POSE_ERROR.md, "The fit")."""
     t, adev, n_terms, edf = allan_deviation(series)
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
-    ci = adev_interval(adev, edf)
+    e = edf[:, None]  # the 95 % bounds: AVAR·edf/χ²_edf at 0.975 and 0.025
+    ci = [adev * np.sqrt(e / chi2.ppf(0.5 + s * 0.95 / 2, e)) for s in (1, -1)]
     out: dict = {"T_s": t.tolist(), "n_terms": n_terms.tolist(), "edf": edf.tolist()}
     nan = float("nan")
     for i, a in enumerate(POSE_AXES):
@@ -133,7 +115,9 @@ def allan_cross_check(series: list[ErrorSeries], params: np.ndarray) -> dict:
         model = model_allan_deviation(t, sg, tau, sv, dt0)
         y = adev[:, i]
         good = n_terms >= 30
-        pk = interior_peak(y, good)
+        idx = np.flatnonzero(good & np.isfinite(y))
+        k = int(idx[np.argmax(y[idx])]) if idx.size >= 3 else -1
+        pk = None if k < 0 or k in (idx[0], idx[-1]) else k  # a maximum inside them only
         ratio = y[good] / model[good]
         out[a] = {
             "adev": y.tolist(),

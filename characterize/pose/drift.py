@@ -145,20 +145,6 @@ class AxisTrend(SlopeTest):
     KEYS = ("slope_per_s", "se_per_s")
 
 
-def segment_slopes(series: list[ErrorSeries]) -> tuple[np.ndarray, np.ndarray]:
-    """``(slopes (K, 6) unit/s, lengths (K,) s)`` of every segment with ≥ 8 samples."""
-    slopes, lengths = [], []
-    for s in series:
-        starts, n, span = _segments(s)
-        dt = s.t_s - (np.add.reduceat(s.t_s, starts) / n)[s.segment_id]
-        sxx = np.add.reduceat(dt * dt, starts)
-        sxy = np.add.reduceat(dt[:, None] * s.error, starts, axis=0)
-        ok = (n >= _MIN_TREND_SAMPLES) & (sxx > 0)
-        slopes.append(sxy[ok] / sxx[ok, None])
-        lengths.append(span[ok])
-    return np.concatenate(slopes), np.concatenate(lengths)
-
-
 def _segments(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per segment of ``s``: its first sample's index, its sample count and the time
     from its first to its last sample (s)."""
@@ -168,8 +154,18 @@ def _segments(s: ErrorSeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def trend_test(series: list[ErrorSeries]) -> dict[str, AxisTrend]:
-    """Per axis: is the error's slope within relocalization segments consistently non-zero?"""
-    slopes, lengths = segment_slopes(series)
+    """Per axis: is the error's slope within relocalization segments consistently non-zero?
+    (Each segment's slope (unit/s) when it has ≥ 8 samples, weighted by length³.)"""
+    slope_list, length_list = [], []
+    for s in series:
+        starts, n, span = _segments(s)
+        dt = s.t_s - (np.add.reduceat(s.t_s, starts) / n)[s.segment_id]
+        sxx = np.add.reduceat(dt * dt, starts)
+        sxy = np.add.reduceat(dt[:, None] * s.error, starts, axis=0)
+        ok = (n >= _MIN_TREND_SAMPLES) & (sxx > 0)
+        slope_list.append(sxy[ok] / sxx[ok, None])
+        length_list.append(span[ok])
+    slopes, lengths = np.concatenate(slope_list), np.concatenate(length_list)
     k = lengths.size
     level = TREND_ALPHA / len(POSE_AXES)
     w = lengths**3
@@ -201,13 +197,6 @@ class AxisVarianceGrowth(SlopeTest):
     KEYS = ("slope_per_ln_s", "se")
 
 
-def expected_segment_variance(length_s: np.ndarray, params: np.ndarray) -> np.ndarray:
-    """``(K, 6)`` model variance of the error about its mean over segments of ``length_s``."""
-    x = np.maximum(length_s[:, None] / params[None, :, 2], 1e-9)
-    avg = 2.0 * (x - 1.0 + np.exp(-x)) / (x * x)
-    return params[None, :, 1] ** 2 * (1.0 - avg) + params[None, :, 3] ** 2
-
-
 def variance_growth(
     series: list[ErrorSeries], model: PoseErrorModel
 ) -> dict[str, AxisVarianceGrowth]:
@@ -226,7 +215,10 @@ def variance_growth(
     nan = float("nan")
     if k < 5:
         return {a: AxisVarianceGrowth(a, nan, nan, 0.0, nan, k, level) for a in POSE_AXES}
-    ratio = v / expected_segment_variance(length, model.params_array())
+    params = model.params_array()  # the model's variance about the segment's mean:
+    x = np.maximum(length[:, None] / params[None, :, 2], 1e-9)
+    avg = 2.0 * (x - 1.0 + np.exp(-x)) / (x * x)
+    ratio = v / (params[None, :, 1] ** 2 * (1.0 - avg) + params[None, :, 3] ** 2)
     w = length / length.sum()
     x = np.log(length)
     xc = x - np.sum(w * x)

@@ -27,11 +27,11 @@ def similarity_fit(
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """``(s, R (3,3), t (3,))`` with ``dst ≈ s R src + t`` (Sim(3); Sim(2) if planar).
 
-    R is the rigid fit's (:func:`_rigid`); s is the regression of ``src`` on ``dst``
-    (``Σ|b|² / Σ<R a, b>``, centred, x-y only when planar; docs/POSE_ERROR.md, SCALE);
+    R is the rigid fit's (Umeyama's, yaw only when planar); s is the regression of ``src``
+    on ``dst`` (``Σ|b|² / Σ<R a, b>``, centred, x-y only when planar; docs/POSE_ERROR.md, SCALE);
     ``t = μ_dst − s R μ_src``."""
     mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
-    rot, _ = _rigid(src, dst, planar)
+    rot, _ = (planar_fit if planar else umeyama)(src, dst)
     ap, bp = _plane(src - mu_s, planar), _plane(dst - mu_d, planar)
     den = float(np.sum((ap @ _plane_rot(rot, planar).T) * bp))
     s = float(np.sum(bp * bp) / den) if den > 0 else float("nan")
@@ -119,7 +119,7 @@ def scale_check(
     for g in groups:
         src = np.concatenate([sessions[i][2] for i in g])
         dst = np.concatenate([sessions[i][3] for i in g])
-        rot, t_rigid = _rigid(src, dst, planar)
+        rot, t_rigid = (planar_fit if planar else umeyama)(src, dst)
         rigid += _residual(src, dst, 1.0, rot, t_rigid) ** 2 * src.shape[0]
         mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
         a, b = _plane(src - mu_s, planar), _plane(dst - mu_d, planar)
@@ -156,12 +156,6 @@ def scale_check(
         scale, (scale - half, scale + half), se, k, block, tolerance, planar,
         float(np.sqrt(rigid / n_all)), float(np.sqrt(sim / n_all)), session_scales,
     )
-
-
-def _rigid(src: np.ndarray, dst: np.ndarray, planar: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation (3, 3) and translation (3,) m of the rigid fit ``dst ≈ R src + t``: Umeyama's,
-    yaw only when planar."""
-    return planar_fit(src, dst) if planar else umeyama(src, dst)
 
 
 def _plane(x: np.ndarray, planar: bool) -> np.ndarray:

@@ -194,13 +194,13 @@ def load_tracks(
 def prepare_sessions(
     paths: list[str | Path], sensor: str, reference: str = "mocap", mode: str = "se3",
     max_offset_s: float = 0.5, offset_s: float | None = None, align: str = "auto",
-    max_gap_s: float | None = None, t_start_s: float | None = None, t_end_s: float | None = None,
+    max_gap_s: float | None = None,
 ) -> PreparedCampaign:
     """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
 
     ``align="campaign"`` leaves no session out (the caller's frame check names those in
     another map); ``mode="none"``: no alignment. Names: :func:`session_names`."""
-    tracks = [load_tracks(p, sensor, reference, t_start_s, t_end_s) for p in paths]
+    tracks = [load_tracks(p, sensor, reference) for p in paths]
     return prepare_campaign(
         tracks, session_names(paths), [str(p) for p in paths], "none" if mode == "none" else align,
         mode == "planar", offset_s, max_offset_s, max_gap_s,

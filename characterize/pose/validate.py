@@ -366,15 +366,12 @@ def _round(
     for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
-        params = np.stack([f[a].values for a in POSE_AXES])
-        cov = (
-            np.stack([f[a].cov_log_usable() for a in POSE_AXES]) if parameter_uncertainty else None
-        )
+        m = PoseErrorModel(f)
         n_relocs = f.wrong.n_relocalizations
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
         out.append(check_session(
-            marked, params, cov, n_draws, rng, alpha_s,
-            [f[a].sigma_b_quantile for a in POSE_AXES], inherited, shift,
+            marked, m.params_array(), m.cov_log_array() if parameter_uncertainty else None,
+            n_draws, rng, alpha_s, m.sigma_b_quantiles(), inherited, shift,
         ))
     if progress is not None:
         progress(1000 * (n + 1), 1000 * (n + 1))
