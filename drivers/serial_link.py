@@ -21,7 +21,6 @@ import serial
 
 from sensorbench.drivers.link_watch import LinkWatch, Silence
 from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
-from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import DeviceUnavailable, DeviceUnplugged, DriverError
 
 if TYPE_CHECKING:
@@ -171,13 +170,6 @@ class SerialLink:
         protocol.link = self
 
     # -- for the protocol -----------------------------------------------------------
-
-    def standard_port(self) -> SerialPort:
-        """Open the port once (no retry) as every streaming device does (DeviceUnavailable,
-        saying why, if it cannot be)."""
-        ser = open_serial(self.port, self.baud, timeout_s=self.config.read_timeout_s,
-            exclusive=self.config.exclusive)
-        return SerialPort(ser, self.port)
 
     def event(self, t_ns: int, kind: str, message: str) -> None:
         """Record an event of this device (session, :attr:`events`, ``on_event``)."""
