@@ -69,13 +69,10 @@ def make_steps(kind: DeviceKind, spec: DeviceSpec) -> A1Steps:
 
 def check_info(data: bytes) -> dict | None:
     """Decode a GET_INFO answer (descriptor + 20 bytes) found in ``data``, else None."""
-    at = data.find(a1_protocol.INFO_DESCRIPTOR)
-    if at < 0:
+    info = a1_protocol.find_answer(data, a1_protocol.INFO_DESCRIPTOR,
+        a1_protocol.A1Info.from_payload)
+    if info is None:
         return None
-    payload = data[at + a1_protocol.DESCRIPTOR_LEN : at + a1_protocol.DESCRIPTOR_LEN + 20]
-    if len(payload) != a1_protocol.INFO_LEN:
-        return None
-    info = a1_protocol.A1Info.from_payload(payload)
     return {"model": info.model, "firmware": f"{info.firmware[0]}.{info.firmware[1]:02d}",
         "hardware": info.hardware, "serial": info.serial}
 

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 SYNC = 0xA5
 SYNC2 = 0x5A
@@ -155,6 +159,19 @@ def parse_descriptor(raw: bytes) -> tuple[int, int, int]:
         raise ValueError(f"not a response descriptor: {raw.hex(' ')}")
     word = int.from_bytes(raw[2:6], "little")
     return word & 0x3FFFFFFF, word >> 30, raw[6]
+
+
+def find_answer(data: bytes, descriptor: bytes, parse: Callable[[bytes], _T]) -> _T | None:
+    """The payload after the first ``descriptor`` in ``data``, parsed; None if there is
+    none, it is cut short or ``parse`` finds it malformed (ValueError)."""
+    at, length = data.find(descriptor), parse_descriptor(descriptor)[0]
+    payload = data[at + DESCRIPTOR_LEN : at + DESCRIPTOR_LEN + length]
+    if at < 0 or len(payload) < length:
+        return None
+    try:
+        return parse(payload)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,10 @@ class A1Lidar:
             DeviceProtocolError: not the expected descriptor, twice.
         """
         for attempt in (1, 2):
-            self.quiesce()
+            if self.in_waiting():  # a scan left running, a boot banner: stop, discard
+                discarded = self.stop(0.05)
+                self.stale_bytes_discarded += discarded
+                log.info("%s: discarded %d stale bytes before a request", self.port, discarded)
             if not single:
                 self.start_motor()
             self._write(request, what)
@@ -219,16 +222,6 @@ class A1Lidar:
                     msg = f"A1 {self.port}: bad {what} answer {raw.hex(' ')}: {err}"
                     raise DeviceProtocolError(msg) from err
             attempt += 1
-
-    def quiesce(self, quiet_s: float = 0.05) -> int:
-        """If bytes are arriving (a scan left running, a boot banner), stop and discard them
-        (:meth:`stop`); returns the number of bytes discarded."""
-        if not self.in_waiting():
-            return 0
-        discarded = self.stop(quiet_s)
-        self.stale_bytes_discarded += discarded
-        log.info("%s: discarded %d stale bytes before a request", self.port, discarded)
-        return discarded
 
     def get_info(self) -> A1Info:
         """Model, firmware, hardware and serial number (raises instead of returning a string)."""

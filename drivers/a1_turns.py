@@ -192,31 +192,24 @@ _DESCRIPTORS = {proto.SCAN_DESCRIPTOR: "standard", proto.EXPRESS_DESCRIPTOR: "ex
 _DESCRIPTOR_RE = re.compile(b"|".join(map(re.escape, _DESCRIPTORS)))
 
 
-def scan_segments(data: bytes) -> list[tuple[int, int, str]]:
-    """``(first byte, end, mode)`` of each scan in a capture: the bytes after each scan
-    descriptor (standard ``A5 5A 05 00 00 40 81``, express ``A5 5A 54 00 00 40 82``)
-    up to the next one."""
-    found = [(m.start(), _DESCRIPTORS[m.group()]) for m in _DESCRIPTOR_RE.finditer(data)]
-    ends = [at for at, _ in found[1:]] + [len(data)]
-    return [(at + proto.DESCRIPTOR_LEN, end, mode)  # found empty: no scan, ends one long
-        for (at, mode), end in zip(found, ends, strict=False)]
-
-
 def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | None = None,
-        t0_ns: int = 0, sample_rate_hz: float | None = None, require_descriptor: bool = True,
+        sample_rate_hz: float | None = None, require_descriptor: bool = True,
         mode: str = "standard") -> CaptureDecode:
     """Decode a raw A1 byte capture (scan descriptors + nodes or capsules) into turns.
 
     Each scan descriptor starts a new scan in its mode. With ``chunk_times_ns`` =
     ``(offsets, t_ns)`` (each received chunk's byte offset and host time) every chunk is
     fed as received, so the turns are the live scanner's; without it the capture is one
-    chunk at ``t0_ns`` timed by sample index × the unit's GET_SAMPLERATE duration if the
+    chunk at 0 timed by sample index × the unit's GET_SAMPLERATE duration if the
     capture holds it, else 1 / ``sample_rate_hz`` (default nominal 2000/s or 4000/s).
     DriverError: no scan descriptor while ``require_descriptor`` (False: a bare stream of
     ``mode`` that starts on a node or capsule boundary).
     """
-    rate = sample_rate_in(data)
-    segments = scan_segments(data)
+    rate = proto.find_answer(data, proto.SAMPLERATE_DESCRIPTOR, A1SampleRate.from_payload)
+    found = [(m.start(), _DESCRIPTORS[m.group()]) for m in _DESCRIPTOR_RE.finditer(data)]
+    ends = [at for at, _ in found[1:]] + [len(data)]
+    segments = [(at + proto.DESCRIPTOR_LEN, end, m)  # (first byte, end, mode) of each scan
+        for (at, m), end in zip(found, ends, strict=False)]
     scans = len(segments)
     outside = segments[0][0] - proto.DESCRIPTOR_LEN if segments else 0
     if not segments:
@@ -226,7 +219,7 @@ def decode_capture(data: bytes, chunk_times_ns: tuple[np.ndarray, np.ndarray] | 
                 "A1 scan capture (for a bare node stream, decode without descriptor)")
         segments = [(0, len(data), mode)]
     bare = chunk_times_ns is None
-    offsets, times = (np.zeros(1), np.array([t0_ns])) if bare else chunk_times_ns  # type: ignore[misc]
+    offsets, times = (np.zeros(1), np.zeros(1)) if bare else chunk_times_ns  # type: ignore[misc]
     offsets, times = np.asarray(offsets, np.int64), np.asarray(times, np.int64)
     dec = A1Turns(segments[0][2])
     out: list[LidarTurns] = []
@@ -262,18 +255,6 @@ def _time_bases(
     hz = ", ".join(f"{m} {sample_rate_hz or _NOMINAL_HZ[m]:g} Hz" for m in modes)
     return (f"nominal: sample index at {hz} from 0 (no receive times, no GET_SAMPLERATE "
         "answer): invented times", "none: no GET_SAMPLERATE answer in the capture")
-
-
-def sample_rate_in(data: bytes) -> A1SampleRate | None:
-    """The first GET_SAMPLERATE answer in a raw capture, or None."""
-    at = data.find(proto.SAMPLERATE_DESCRIPTOR)
-    payload = data[at + proto.DESCRIPTOR_LEN : at + proto.DESCRIPTOR_LEN + proto.SAMPLERATE_LEN]
-    if at < 0 or len(payload) < proto.SAMPLERATE_LEN:
-        return None
-    try:
-        return A1SampleRate.from_payload(payload)
-    except ValueError:
-        return None
 
 
 def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str, np.ndarray | None]:
@@ -331,7 +312,7 @@ def decode_a1(raw: str | os.PathLike[str], output: str | os.PathLike[str], *, na
     raw, output = Path(raw), Path(output)
     data, chunks, source, live = _read_input(raw, stream)
     try:
-        res = decode_capture(data, chunks, 0, sample_rate_hz, require_descriptor, mode)
+        res = decode_capture(data, chunks, sample_rate_hz, require_descriptor, mode)
     except DriverError as exc:
         raise DriverError(f"{raw}: {exc}") from None
     res.turns = as_captured(res.turns, live)

@@ -316,8 +316,8 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
         result.stopped_by = "stop" if stop.is_set() else "bringup"
         _stop_all(list(readers.values()))
     else:
-        loop = _Loop(stop, on_status, opts)
-        t0 = _record_readers(writer, list(readers.values()), result, consumer, duration_s, loop)
+        t0 = _record_readers(writer, list(readers.values()), result, consumer, duration_s, stop,
+            on_status, opts)
     result.recorded_s = time.monotonic() - t0
     statuses = {name: r.status() for name, r in readers.items() if name in up}  # final counters
     try:
@@ -352,17 +352,9 @@ def _session_attrs(
         "footprint_m": config.footprint_m, "bringup_json": json.dumps([vars(b) for b in bringup])}
 
 
-@dataclass(frozen=True)
-class _Loop:
-    """What the status loop of :func:`_record` watches and calls."""
-
-    stop: threading.Event
-    on_status: StatusCallback | None
-    opts: CaptureOptions
-
-
 def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: CaptureResult,
-        consumer: CaptureConsumer | None, duration_s: float, loop: _Loop) -> float:
+        consumer: CaptureConsumer | None, duration_s: float, stop: threading.Event,
+        on_status: StatusCallback | None, opts: CaptureOptions) -> float:
     """Start the consumer and the readers, record until the end, stop them; sets
     ``result``'s stop reason and error and marks readers that failed to start as failed
     in its bring-up. Returns the monotonic time (s) the recording started."""
@@ -374,8 +366,8 @@ def _record_readers(writer: SessionWriter, readers: list[DeviceReader], result: 
             if b.name == name else b for b in result.bringup]
     writer.event(time.monotonic_ns(), "capture", "start", f"recording {len(readers)} devices")
     t0 = time.monotonic()
-    guard = _DiskGuard(writer.path, loop.opts.min_free_bytes, loop.opts.status_interval_s)
-    result.stopped_by, result.error = _record(writer, readers, t0, duration_s, loop, guard)
+    result.stopped_by, result.error = _record(writer, readers, t0, duration_s, stop, on_status,
+        opts)
     _stop_all(readers)
     if consumer is not None:
         consumer.stop()
@@ -429,16 +421,18 @@ class _DiskGuard:
 
 
 def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, duration_s: float,
-        loop: _Loop, guard: _DiskGuard) -> tuple[str, str | None]:
+        stop: threading.Event, on_status: StatusCallback | None,
+        opts: CaptureOptions) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error). A reader connected again gets a
     ``note`` event stating its data gap (:func:`_gap_text`)."""
+    guard = _DiskGuard(writer.path, opts.min_free_bytes, opts.status_interval_s)
     connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0
         remaining = duration_s - elapsed
         if remaining <= 0:
             return "duration", None
-        if loop.stop.wait(min(loop.opts.status_interval_s, remaining)):
+        if stop.wait(min(opts.status_interval_s, remaining)):
             return "stop", None
         if writer.error is not None:
             return _writer_stop(writer, writer.error)
@@ -450,8 +444,8 @@ def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, durat
             if st.connected and not connected[reader.name]:
                 writer.event(time.monotonic_ns(), reader.name, "note", _gap_text(reader))
             connected[reader.name] = st.connected
-        if loop.on_status is not None:
-            loop.on_status(time.monotonic() - t0, statuses)
+        if on_status is not None:
+            on_status(time.monotonic() - t0, statuses)
 
 
 def _gap_text(reader: DeviceReader) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -100,21 +99,6 @@ def _unwrap(raw: np.ndarray, m: int, max_backstep: int, last_raw: int, last: int
             acc += step
         out[k] = acc
     return out
-
-
-@dataclass(frozen=True)
-class ClockEstimate:
-    """The current device→host mapping ``host = offset_ns + slope * (device - ref)`` (ns;
-    the offset includes the constant latency), the 1-sigma uncertainty of a mapped time at
-    the newest point (ns), the window minima fitted and the points since the last reset."""
-
-    ref_device_ns: int
-    offset_ns: int
-    slope: float
-    drift_ppm: float
-    uncertainty_ns: float
-    windows: int
-    points: int
 
 
 class DeviceClock:
@@ -285,6 +269,11 @@ class DeviceClock:
     # -- mapping ---------------------------------------------------------------------
 
     @property
+    def slope(self) -> float:
+        """Host s per device s of the current mapping (the nominal one until it is fitted)."""
+        return self._slope
+
+    @property
     def fitted(self) -> bool:
         """True once the line rests on closed-window minima spanning two windows."""
         return len(self._windows) >= 2 and self._sxx > 0
@@ -321,13 +310,3 @@ class DeviceClock:
             se2 = self._resid_var * (1.0 / n + (x - self._xbar) ** 2 / self._sxx)
             out = np.sqrt(self._resid_var + se2) * 1e9
         return float(out) if np.ndim(out) == 0 else out
-
-    def estimate(self) -> ClockEstimate:
-        """The current mapping and its uncertainty."""
-        if self._ref is None:
-            raise DriverError("the device clock has no observations yet")
-        icpt, slope = self._line()
-        return ClockEstimate(ref_device_ns=self._ref[0],
-            offset_ns=self._ref[1] + round(icpt * 1e9), slope=slope,
-            drift_ppm=(slope - 1.0) * 1e6, uncertainty_ns=float(self.uncertainty_ns()),
-            windows=len(self._windows), points=self.points)

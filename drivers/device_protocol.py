@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sensorbench.drivers.serial_link import SerialPort
+from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import SessionError
 
 if TYPE_CHECKING:
@@ -96,7 +98,10 @@ class DeviceProtocol:
             DriverError: the start-up failed (the port is closed again; after a
                 reopen the attempt counts as failed and is retried).
         """
-        return self.link.standard_port()
+        link = self.link
+        ser = open_serial(link.port, link.baud, timeout_s=link.config.read_timeout_s,
+            exclusive=link.config.exclusive)
+        return SerialPort(ser, link.port)
 
     def restart(self) -> None:
         """Restart the device after ``restart_after_s`` of silence (only called when

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +9,6 @@ from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.ld19_near_filter import near_filter_turns
 from sensorbench.drivers.ld19_parser import BAUD, HEADER, VER_LEN, LD19Parser
 from sensorbench.drivers.ld19_turns import TurnAssembler, ld19_clock
-from sensorbench.logs import LidarTurns
 
 if TYPE_CHECKING:
     from sensorbench.logs import SessionWriter
@@ -24,7 +22,7 @@ or device: four packets' worth holds at least three headers at the right baud ra
 class LD19Protocol(DeviceProtocol):
     """Decodes one LD19's bytes into turns (the link records the raw bytes), with extra
     lidar stream ``attrs``; ``near_filter`` marks the points the SDK's near filter rejects
-    as nan; ``keep_turns`` also keeps them in :attr:`turns`. ``clock_slope``: host s per
+    as nan. ``clock_slope``: host s per
     device s until the clock fit exists (about 1 s): 1.0 for hardware, ``1/N`` at N×.
     """
 
@@ -33,18 +31,15 @@ class LD19Protocol(DeviceProtocol):
     baud = BAUD
 
     def __init__(self, *, attrs: dict[str, Any] | None = None, near_filter: bool = False,
-            keep_turns: bool = False, clock_slope: float = 1.0) -> None:
+            clock_slope: float = 1.0) -> None:
         self.attrs = dict(attrs or {})
         self.near_filter = near_filter
         self.clock_slope = float(clock_slope)
-        self.keep_turns = keep_turns
         self.parser = LD19Parser()
         self.assembler = TurnAssembler(clock=ld19_clock(clock_slope))
-        self.turns: list[LidarTurns] = []
         self.candidates_seen = 0
         self._at_open = (0, 0, 0, 0)  # candidates, packets, CRC and field failures at open
         self._tail_byte = -1
-        self._turns_lock = threading.Lock()
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -69,9 +64,6 @@ class LD19Protocol(DeviceProtocol):
             writer = self.link.writer
             if writer is not None:
                 writer.append_turns(self.link.name, turns)
-            if self.keep_turns:
-                with self._turns_lock:
-                    self.turns.append(turns)
         return len(packets)
 
     def reset(self) -> None:
@@ -140,8 +132,3 @@ class LD19Protocol(DeviceProtocol):
         if self._tail_byte == HEADER and data[:1] == bytes((VER_LEN,)):
             self.candidates_seen += 1
         self._tail_byte = data[-1] if data else self._tail_byte
-
-    def collected(self) -> LidarTurns:
-        """Every turn kept so far (``keep_turns=True``), as one batch."""
-        with self._turns_lock:
-            return LidarTurns.concat(list(self.turns))

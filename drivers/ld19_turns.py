@@ -178,7 +178,7 @@ class TurnAssembler:
         dev_pt = dev_ns[:, None] + np.rint(offs * 1e9).astype(np.int64)
         if not self.host_times:
             return _strictly_increasing(dev_pt.ravel()).reshape(dev_pt.shape), dev_pt
-        slope = self.clock.estimate().slope
+        slope = self.clock.slope
         lag = np.rint(slope * ((POINTS_PER_PACKET - 1) * dt + WIRE_S) * 1e9).astype(np.int64)
         first = self.clock.to_host(dev_ns) - lag
         t_pt = first[:, None] + np.rint(slope * offs * 1e9).astype(np.int64)

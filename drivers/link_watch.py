@@ -83,24 +83,3 @@ class LinkWatch:
         """Seconds from ``t_ns`` until the next attempt is due (0 if due) (s)."""
         return max(0.0, (self.next_attempt_ns - t_ns) / 1e9)
 
-
-class Backlog:
-    """Overrun bookkeeping: one overrun per episode of more than ``limit`` waiting bytes
-    (None: not watched)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.overruns = 0
-        self._behind = False
-
-    def check(self, waiting: int) -> bool:
-        """``waiting`` bytes are in the port: True when a new overrun episode begins."""
-        if self.limit is None:
-            return False
-        if waiting > self.limit and not self._behind:
-            self._behind = True
-            self.overruns += 1
-            return True
-        if waiting < self.limit // 2:
-            self._behind = False
-        return False

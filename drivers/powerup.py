@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import serial
@@ -68,10 +68,6 @@ class PowerUpResult:
     time_to_first_turn_s: float
     attempts: int
     warning: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready row."""
-        return asdict(self)
 
 
 class DeviceSteps:

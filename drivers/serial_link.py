@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import serial
 
-from sensorbench.drivers.link_watch import Backlog, LinkWatch, Silence
+from sensorbench.drivers.link_watch import LinkWatch, Silence
 from sensorbench.drivers.reader_base import RateMeter, ReaderStatus, record_event, seconds_since
-from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import DeviceUnavailable, DeviceUnplugged, DriverError
 
 if TYPE_CHECKING:
@@ -148,7 +147,8 @@ class SerialLink:
         self.on_event = on_event
         self.watch = LinkWatch(config.stale_after_s, config.backoff_s, config.backoff_max_s,
             config.restart_after_s)
-        self.backlog = Backlog(protocol.backlog_limit)
+        self.overruns = 0  # episodes of more than the protocol's backlog_limit bytes waiting
+        self._behind = False  # in such an episode
 
         self.events: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=1000)
         self.bytes_total = 0
@@ -170,13 +170,6 @@ class SerialLink:
         protocol.link = self
 
     # -- for the protocol -----------------------------------------------------------
-
-    def standard_port(self) -> SerialPort:
-        """Open the port once (no retry) as every streaming device does (DeviceUnavailable,
-        saying why, if it cannot be)."""
-        ser = open_serial(self.port, self.baud, timeout_s=self.config.read_timeout_s,
-            exclusive=self.config.exclusive)
-        return SerialPort(ser, self.port)
 
     def event(self, t_ns: int, kind: str, message: str) -> None:
         """Record an event of this device (session, :attr:`events`, ``on_event``)."""
@@ -322,10 +315,17 @@ class SerialLink:
                 time.sleep(self.watch.wait_s(now))
 
     def _check_backlog(self, port: Port) -> None:
-        if self.backlog.limit is None:
+        """One ``overrun`` per episode of more than ``backlog_limit`` bytes waiting (it
+        ends below half of that)."""
+        limit = self.protocol.backlog_limit
+        if limit is None:
             return
         waiting = port.waiting()
-        if self.backlog.check(waiting):
+        if waiting < limit // 2:
+            self._behind = False
+        elif waiting > limit and not self._behind:
+            self._behind = True
+            self.overruns += 1
             self.event(time.monotonic_ns(), "overrun",
                 f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)")
 

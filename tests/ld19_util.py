@@ -12,6 +12,7 @@ compare the compiled driver and the emulator against these.
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -20,6 +21,7 @@ import numpy as np
 import serial
 
 from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, point_angles_cdeg
+from sensorbench.logs import LidarTurns
 from sensorbench.sim.emulator_ld19 import LD19Realism, SyntheticLD19Samples
 
 MANUAL_PACKET = bytes.fromhex(
@@ -214,3 +216,29 @@ def ideal_samples(
     constant 10 Hz (exactly 450 points per turn)."""
     return SyntheticLD19Samples.generate(duration_s, seed=seed, p_no_return=p_no_return,
         samples_per_s=4500.0, realism=LD19Realism(speed_sd_deg_s=0.0))
+
+
+class TurnSink:
+    """A session writer's stand-in for an LD19 reader's link: keeps the turns it is handed
+    (readable while the reader runs), drops the raw bytes and the events."""
+
+    error = None
+
+    def __init__(self) -> None:
+        self.turns: list[LidarTurns] = []
+        self._lock = threading.Lock()
+
+    def append_turns(self, name: str, turns: LidarTurns) -> None:
+        with self._lock:
+            self.turns.append(turns)
+
+    def append_raw(self, *_: object) -> None:
+        pass
+
+    def event(self, *_: object) -> None:
+        pass
+
+    def collected(self) -> LidarTurns:
+        """Every turn so far, as one batch."""
+        with self._lock:
+            return LidarTurns.concat(list(self.turns))

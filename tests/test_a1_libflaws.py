@@ -233,7 +233,7 @@ def test_buffer_limit_restarts_scan_and_silently_loses_data():
                 time.sleep(0.35)
             if len(raw) > 5 * 1600:
                 break
-        scans, overruns = e.requests.count(0x20), sc.link.backlog.overruns
+        scans, overruns = e.requests.count(0x20), sc.link.overruns
         sc.close()
         truth = e.truth()
     nodes, _, skipped = decode_nodes(u.scan_bytes(raw))

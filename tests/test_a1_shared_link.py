@@ -136,7 +136,7 @@ def test_a1_and_ld19_go_through_stall_unplug_replug_alike(tmp_path):
         for name, link in (("a1", a1.link), ("ld19", ld.link)):
             assert len(s.raw(name).read_bytes()) == link.bytes_total  # every byte kept
             overruns = [e for e in s.events() if e.source == name and e.kind == "overrun"]
-            assert len(overruns) == link.backlog.overruns
+            assert len(overruns) == link.overruns
             assert all(e.message.startswith("host fell behind: ") for e in overruns)
             flags = s.lidar(name).read().flags
             assert np.count_nonzero(flags & TurnFlag.AFTER_RECONNECT) == 1

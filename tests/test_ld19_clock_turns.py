@@ -61,12 +61,11 @@ def test_clock_recovers_offset_and_drift():
     devs = [clock.update(host[i : i + 37], raw[i : i + 37]) for i in range(0, n, 37)]
     dev_ns = np.concatenate(devs)
     assert np.array_equal(dev_ns, (np.floor(dev_ms) * 1e6).astype(np.int64))  # unwrapped
-    est = clock.estimate()
     # Window minima of ~375 receive delays scatter by ~10-30 us (Exp(3 ms)/375 plus the
     # 1 ms stamp floor); over 120 windows of 1 s, the slope's standard error is
     # ~25 us / sqrt(sum (x - xbar)^2) = 25e-6 / 380 = 0.07 ppm. 1 ppm is > 10 sigma.
-    assert est.drift_ppm == pytest.approx(50.0, abs=1.0)
-    assert est.uncertainty_ns < 100_000
+    assert (clock.slope - 1.0) * 1e6 == pytest.approx(50.0, abs=1.0)  # drift, ppm
+    assert clock.uncertainty_ns() < 100_000
     # Mapped host time of a stamp = true time of that stamp + the constant 4 ms latency
     # (unobservable from one-way stamps) + the smallest extra delay (< 0.2 ms here).
     stamps = (np.floor(dev_ms[-375:]) * 1e6).astype(np.int64)
@@ -81,7 +80,7 @@ def test_clock_follows_an_accelerated_emulator_slope():
     clock = DeviceClock(modulus=30000, tick_ns=1_000_000)
     for i in range(0, n, 50):
         clock.update(host[i : i + 50], raw[i : i + 50])
-    assert clock.estimate().slope == pytest.approx(0.1, rel=1e-3)
+    assert clock.slope == pytest.approx(0.1, rel=1e-3)
 
 
 def test_clock_keeps_the_nominal_slope_until_the_minima_span_two_windows():
@@ -101,11 +100,11 @@ def test_clock_keeps_the_nominal_slope_until_the_minima_span_two_windows():
     host_ns = np.rint((0.25 * dev_ms + delay_ms) * 1e6).astype(np.int64)
     upto = np.searchsorted(dev_ms, 1010)  # windows 0 and 1 closed, window 2 open
     clock.update(host_ns[:upto], dev_ms[:upto])
-    assert not clock.fitted and clock.estimate().slope == 0.25
+    assert not clock.fitted and clock.slope == 0.25
     # the line under the lowest point (490 ms, on time) maps 1000 ms to 0.25 s
     assert clock.to_host(1_000_000_000) == pytest.approx(250e6, abs=0.01e6)
     clock.update(host_ns[upto:], dev_ms[upto:])  # window 2 closes: minima span 1 s
-    assert clock.fitted and clock.estimate().slope == pytest.approx(0.25, abs=0.01)
+    assert clock.fitted and clock.slope == pytest.approx(0.25, abs=0.01)
 
 
 def test_a_known_rate_holds_the_slope_against_starved_windows():
@@ -121,8 +120,8 @@ def test_a_known_rate_holds_the_slope_against_starved_windows():
     for i in range(0, dev_ms.size, 20):
         free.update(host_ns[i : i + 20], dev_ms[i : i + 20])
         held.update(host_ns[i : i + 20], dev_ms[i : i + 20])
-    assert abs(free.estimate().slope / 0.1 - 1) > 0.03
-    assert abs(held.estimate().slope / 0.1 - 1) <= 0.01 + 1e-12
+    assert abs(free.slope / 0.1 - 1) > 0.03
+    assert abs(held.slope / 0.1 - 1) <= 0.01 + 1e-12
     with pytest.raises(DriverError, match="max_drift"):
         DeviceClock(modulus=None, tick_ns=1, nominal_slope=None, max_drift=0.01)
 
@@ -146,9 +145,10 @@ def test_observations_in_scalars_are_update_then_to_host_bit_for_bit(nominal, ma
     for a, b in itertools.pairwise([0, *cuts[cuts < 4000].tolist(), 4000]):
         got += one.update_few(int(host[b - 1]), dev_us[a:b].tolist())
         want += vec.to_host(vec.update(np.full(b - a, host[b - 1]), dev_us[a:b])).tolist()
-    assert one.fitted and one.estimate().windows == 19
+    assert one.fitted and len(one._windows) == 19
     assert got == want
-    assert one.estimate() == vec.estimate()
+    fit_one, fit_vec = ((c._ref, c._line(), len(c._windows), c.points) for c in (one, vec))
+    assert fit_one == fit_vec  # the same fit: reference point, line, windows, points
     assert one.uncertainty_ns() == vec.uncertainty_ns()
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from capture_util import status_line
 from click.testing import CliRunner
-from ld19_util import REF_MAX_SPEED
+from ld19_util import REF_MAX_SPEED, TurnSink
 from timing_util import wait_until
 
 from sensorbench.cli import cli
@@ -160,9 +160,9 @@ def test_live_reader_keeps_recording_through_an_impossible_timestamp():
     # a reader starved on a loaded machine makes the sender wait for room (up to 30 s a
     # send), never lose bytes: the test is about the packet, not about keeping up
     with PtyPort(write_timeout_s=30.0) as port:
-        protocol = LD19Protocol(keep_turns=True)
+        protocol, sink = LD19Protocol(), TurnSink()
         config = LinkConfig(first_valid_timeout_s=None)
-        reader = SerialReader(SerialLink("ld19", port.path, protocol, config=config))
+        reader = SerialReader(SerialLink("ld19", port.path, protocol, sink, config=config))
         reader.start()
         try:
             for i in range(0, len(stream), 47 * 75):  # 0.2 s of packets per send
@@ -177,7 +177,7 @@ def test_live_reader_keeps_recording_through_an_impossible_timestamp():
     st = reader.status()
     assert st.reader_failures == 0 and not st.reader_down and st.crc_errors == 1
     assert protocol.parser.counters.timestamp_failures == 1
-    assert protocol.collected().n_turns >= 12  # turns after the packet too
+    assert sink.collected().n_turns >= 12  # turns after the packet too
 
 
 class _FailingOnce(LD19Protocol):

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from ld19_util import ideal_samples, truth_points
+from ld19_util import TurnSink, ideal_samples, truth_points
 from timing_util import SLACK_S, wait_until
 
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
@@ -124,7 +124,7 @@ def test_capture_through_unplug_and_replug(tmp_path):
         emu.port.write_timeout_s = 30.0
         t0_ns = emu.clock.t0_ns
         writer = SessionWriter(session, label="unplug")
-        protocol = LD19Protocol(keep_turns=True, clock_slope=1 / SPEED)
+        protocol = LD19Protocol(clock_slope=1 / SPEED)
         config = LinkConfig(backoff_max_s=0.2)
         reader = SerialReader(SerialLink("ld19", link, protocol, writer, config=config))
         assert isinstance(reader, DeviceReader)
@@ -154,7 +154,7 @@ def test_capture_through_unplug_and_replug(tmp_path):
         chunks = list(s.raw("ld19").iter_chunks())
     kinds = [e.kind for e in events]
     assert kinds[:3] == ["start", "unplug", "reconnect"] and kinds[-1] == "stop"
-    assert stored.n_turns == protocol.collected().n_turns >= 20
+    assert stored.n_turns == protocol.assembler.turns_out >= 20
     assert len(raw) == reader.link.bytes_total
 
     cycles = {}
@@ -203,8 +203,8 @@ def test_capture_through_unplug_and_replug(tmp_path):
 def test_stall_reports_stale_and_resumes(tmp_path):
     samples = SyntheticLD19Samples.generate(duration_s=30.0, seed=2)
     with LD19Emulator(samples, speed=SPEED, startup_s=0.0) as emu:
-        protocol = LD19Protocol(keep_turns=True)
-        reader = SerialReader(SerialLink("ld19", emu.path, protocol))
+        protocol, sink = LD19Protocol(), TurnSink()
+        reader = SerialReader(SerialLink("ld19", emu.path, protocol, sink))
         reader.start()
         try:
             wait_until(lambda: protocol.assembler.turns_out >= 3, 5.0, "3 turns")
@@ -216,7 +216,7 @@ def test_stall_reports_stale_and_resumes(tmp_path):
             reader.stop()
     kinds = [e[1] for e in reader.events]
     assert kinds.index("stale") < kinds.index("note")  # "data resumed"
-    turns = protocol.collected()
+    turns = sink.collected()
     # the turns on either side of the gap (one if the gap did not cross a wrap)
     assert 1 <= np.count_nonzero(turns.flags & TurnFlag.PACKET_LOSS) <= 2
     assert reader.protocol.parser.counters.lost_packets > 0.8 * SPEED * 375 * 0.9

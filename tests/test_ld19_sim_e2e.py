@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from ld19_util import TurnSink
 
 from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.serial_link import SerialLink
@@ -27,8 +28,8 @@ def test_turns_from_the_simulator_arrive_intact(ld19_samples):
     s = ld19_samples
     assert s.model == "ld19" and s.samples_per_packet == 12
     with LD19Emulator(s, speed=SPEED, startup_s=0.5, loop=False) as emu:
-        protocol = LD19Protocol(keep_turns=True)
-        reader = SerialReader(SerialLink("ld19", emu.path, protocol))
+        protocol, sink = LD19Protocol(), TurnSink()
+        reader = SerialReader(SerialLink("ld19", emu.path, protocol, sink))
         reader.start()
         try:
             deadline = time.monotonic() + 20
@@ -36,7 +37,7 @@ def test_turns_from_the_simulator_arrive_intact(ld19_samples):
                 time.sleep(0.02)
         finally:
             reader.stop()
-    turns = protocol.collected()
+    turns = sink.collected()
     assert turns.n_turns >= 200
     c = protocol.parser.counters
     assert c.crc_failures == 0 and c.span_failures == 0
