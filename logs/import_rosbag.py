@@ -355,7 +355,7 @@ def read_rosbag(
         _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
         main = [use(s.topic, _extract_for(types[s.topic], s)) for s in topics]
         beside = [[(t, c, use(t, c[2])) for t, c in _companions(types, s)] for s in topics]
-        reloc = use(reloc_topic, rs.reloc_extract) if reloc_topic else None
+        reloc = use(reloc_topic, rs.message_time) if reloc_topic else None
         events = (
             use(events_topic, rs.events_extract(events_topic, types[events_topic]))
             if events_topic

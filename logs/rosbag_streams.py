@@ -506,8 +506,9 @@ _LOG_ERROR_LEVELS = {40, 50, 8, 16}  # ROS 2 ERROR/FATAL (40, 50), ROS 1 (8, 16)
 _DIAG_KIND = {0: "note", 1: "note", 2: "error", 3: "stale"}
 
 
-def _message_time(recv: int, m: Any) -> int:
-    """Header stamp, else a ``stamp`` field, else the receive time (ns)."""
+def message_time(recv: int, m: Any) -> int:
+    """Header stamp, else a ``stamp`` field, else the receive time (ns): an event's time,
+    and the extract of a relocalization topic."""
     if hasattr(m, "header"):
         return stamp_ns(m.header.stamp)
     return stamp_ns(m.stamp) if hasattr(m, "stamp") else recv
@@ -517,7 +518,7 @@ def events_extract(topic: str, msgtype: str) -> Extract:
     """Session events of one message: diagnostics (one per status) or a log message."""
 
     def extract(recv: int, m: Any) -> list[Event]:
-        t = _message_time(recv, m)
+        t = message_time(recv, m)
         if msgtype == DIAGNOSTICS_TYPE:
             return [
                 Event(
@@ -532,8 +533,3 @@ def events_extract(topic: str, msgtype: str) -> Extract:
         return [Event(t, m.name or topic, kind, m.msg)]
 
     return extract
-
-
-def reloc_extract(recv: int, m: Any) -> int:
-    """The time of a relocalization message: its stamp, else its receive time (ns)."""
-    return _message_time(recv, m)
