@@ -68,7 +68,7 @@ def export_stream(
         skipped = int(dropped.sum())
         if fmt == "tum":
             return Exported(_write_tum(out, f"{Path(session).name}:{name}", batch), skipped)
-        table = {"pose": _pose_table, "encoder": _encoder_table, "lidar": _lidar_table}[kind]
+        table: Any = {"pose": _pose_table, "encoder": _encoder_table, "lidar": _lidar_table}[kind]
         cols, rows = table(batch)
         return Exported(_write_csv(out, cols, rows), skipped)
 
