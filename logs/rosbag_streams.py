@@ -174,15 +174,18 @@ def _frames_attr(values: list[str]) -> str:
 
 
 def _pose_row(header: Any, recv: int, p: Any, q: Any, child: str, *more: Any) -> tuple:
-    """One row of :func:`pose_extract` (``more``: covariance, twist, or nothing)."""
+    """One row of :func:`topic_extract` (``more``: covariance, twist, or nothing)."""
     return (stamp_ns(header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w, header.frame_id,
             child, *(more or (None, None)))  # fmt: skip
 
 
-def pose_extract(msgtype: str, child: str | None) -> Extract:
-    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
-    (twist, twist covariance)|None)`` of one message: a list, since a TF message may
-    carry several (or none) of the child."""
+def topic_extract(msgtype: str, child: str | None) -> Extract:
+    """The extract of a ``--topic`` of type ``msgtype``: :func:`scan_extract`,
+    :func:`count_extract`, or for a pose type rows ``(stamp, recv, x, y, z, qx, qy, qz, qw,
+    frame, child frame, covariance|None, (twist, twist covariance)|None)`` of one message:
+    a list, since a TF message may carry several (or none) of the child."""
+    if msgtype in (SCAN_TYPE, COUNTS_TYPE):
+        return scan_extract if msgtype == SCAN_TYPE else count_extract
     if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
         odom = msgtype == "nav_msgs/msg/Odometry"
 
@@ -217,7 +220,7 @@ def pose_stream(
     max_position_m: float,
     duplicates: str,
 ) -> BagStream:
-    """A pose stream from the rows of :func:`pose_extract` (one list per message)."""
+    """A pose stream from the rows of :func:`topic_extract` (one list per message)."""
     where = Path(f"{bag}:{spec.topic}")
     rows = [r for message in messages for r in message]
     if not rows:
