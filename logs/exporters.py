@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -68,7 +68,8 @@ def export_stream(
         skipped = int(dropped.sum())
         if fmt == "tum":
             return Exported(_write_tum(out, f"{Path(session).name}:{name}", batch), skipped)
-        cols, rows = _TABLES[kind](batch)
+        table: Any = {"pose": _pose_table, "encoder": _encoder_table, "lidar": _lidar_table}[kind]
+        cols, rows = table(batch)
         return Exported(_write_csv(out, cols, rows), skipped)
 
 
@@ -123,14 +124,6 @@ def _lidar_table(t: LidarTurns) -> tuple[list[str], Iterable[Sequence[object]]]:
         turn.tolist(), t.t_ns.tolist(), t.angle.tolist(), t.range.tolist(), t.intensity.tolist(),
         strict=True,
     )  # fmt: skip
-
-
-_TABLES: dict[str, Callable[[Any], tuple[list[str], Iterable[Sequence[object]]]]] = {
-    "pose": _pose_table,
-    "encoder": _encoder_table,
-    "lidar": _lidar_table,
-}
-"""Stream kind → its CSV columns and rows."""
 
 
 def _write_csv(out: Path, cols: list[str], rows: Iterable[Sequence[object]]) -> int:

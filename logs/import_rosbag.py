@@ -353,9 +353,9 @@ def read_rosbag(
     try:
         types = topic_types(bag, reader)
         _check_request(bag, types, topics, tfs, reloc_topic, events_topic)
-        main = [use(s.topic, _extract_for(types[s.topic], s)) for s in topics]
+        main = [use(s.topic, rs.topic_extract(types[s.topic], s.child_frame)) for s in topics]
         beside = [[(t, c, use(t, c[2])) for t, c in _companions(types, s)] for s in topics]
-        reloc = use(reloc_topic, rs.reloc_extract) if reloc_topic else None
+        reloc = use(reloc_topic, rs.message_time) if reloc_topic else None
         events = (
             use(events_topic, rs.events_extract(events_topic, types[events_topic]))
             if events_topic
@@ -404,14 +404,6 @@ def _topic_stream(
     if msgtype == COUNTS_TYPE:
         return rs.count_stream(bag, spec, rows, duplicates)
     return rs.pose_stream(bag, spec, rows, max_position_m, duplicates)
-
-
-def _extract_for(msgtype: str, spec: TopicSpec) -> Extract:
-    if msgtype == SCAN_TYPE:
-        return rs.scan_extract
-    if msgtype == COUNTS_TYPE:
-        return rs.count_extract
-    return rs.pose_extract(msgtype, spec.child_frame)
 
 
 def _flag_relocalizations(bag: Path, topic: str, out: BagImport) -> None:

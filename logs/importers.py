@@ -102,11 +102,6 @@ class ImportStream(NamedTuple):
         }
 
 
-def _where(path: Path, line: int, col: int) -> str:
-    """``file:line:column``, both 1-based; the column is the field's number in its row."""
-    return f"{path}:{line}:{col}"
-
-
 def _check_positions(
     path: Path, lines: np.ndarray, pos: np.ndarray, cols: list[tuple[int, str]], limit: float
 ) -> None:
@@ -116,26 +111,12 @@ def _check_positions(
         r, k = (int(v) for v in np.argwhere(bad)[0])
         col, name = cols[k]
         raise ImportFormatError(
-            f"{_where(path, int(lines[r]), col)}: column {name!r}: {pos[r, k]:g} m is beyond "
+            f"{path}:{int(lines[r])}:{col}: column {name!r}: {pos[r, k]:g} m is beyond "
             f"the position limit of {limit:g} m ({int(bad.sum())} such value(s) in lines "
             f"{int(lines[0])}-{int(lines[-1])}); check the units, or raise the limit with "
             "--max-position-m (georeferenced coordinates such as UTM: --max-position-m 1e7; "
             "they are kept as float64)"
         )
-
-
-def _check_quats(path: Path, lines: np.ndarray, q: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(q, axis=1)
-    bad = np.flatnonzero(valid & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE))
-    if bad.size:
-        k = int(bad[0])
-        raise ImportFormatError(
-            f"{path}:{lines[k]}: quaternion norm {norm[k]:.4f} is not 1 "
-            f"(tolerance {QUAT_NORM_TOLERANCE}); is the column order right?"
-        )
-    out = q.copy()
-    out[valid] /= norm[valid, None]
-    return out
 
 
 def _pose_chunk(
@@ -148,7 +129,15 @@ def _pose_chunk(
     flags: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """A chunk's poses (ns, m, xyzw), quaternions checked and normalized, invalid ones nan."""
-    quat = _check_quats(path, lines, quat, valid)
+    norm = np.linalg.norm(quat, axis=1)
+    bad = np.flatnonzero(valid & ~(np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE))
+    if bad.size:
+        k = int(bad[0])
+        raise ImportFormatError(
+            f"{path}:{lines[k]}: quaternion norm {norm[k]:.4f} is not 1 "
+            f"(tolerance {QUAT_NORM_TOLERANCE}); is the column order right?"
+        )
+    quat = quat / np.where(valid, norm, 1.0)[:, None]
     return {
         "lines": np.asarray(lines),
         "t": np.asarray(t_ns, dtype=np.int64),
@@ -632,7 +621,7 @@ def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> No
     if problems:
         r, k = (int(v) for v in np.argwhere(bad)[0])
         raise ImportFormatError(
-            f"{_where(path, int(lines[r]), p.col[f'c{k}'] + 1)}: column {p.label(f'c{k}')!r}: "
+            f"{path}:{int(lines[r])}:{p.col[f'c{k}'] + 1}: column {p.label(f'c{k}')!r}: "
             f"{problems[0].message}"
         )
     dev = got["dev"]
@@ -644,7 +633,7 @@ def check_pod_columns(path: Path, got: dict[str, np.ndarray], p: PodTable) -> No
         if back.any():
             r = int(np.argmax(back)) + 1
             raise ImportFormatError(
-                f"{_where(path, int(lines[r]), p.col[name] + 1)}: column {p.label(name)!r}: the "
+                f"{path}:{int(lines[r])}:{p.col[name] + 1}: column {p.label(name)!r}: the "
                 f"{why} steps back from line {int(lines[r - 1])} (a counter that wraps, or a "
                 "device restart); the column must be unwrapped (docs/FORMAT.md), or leave it out"
             )

@@ -45,7 +45,7 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
             "size_bytes": path.stat().st_size,
             "status": s.status.name.lower(),
             "label": s.label,
-            "schema_version": s.schema_version,
+            "schema_version": int(root["schema_version"]),
             "software_version": root.get("software_version"),
             "created_utc": root.get("created_utc"),
             "streams": [],

@@ -369,10 +369,11 @@ class Session:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._f = open_h5(self.path)
+        self.h5 = open_h5(self.path)
+        """The underlying h5py file (read-only)."""
 
     def close(self) -> None:
-        self._f.close()
+        self.h5.close()
 
     def __enter__(self) -> Session:
         return self
@@ -381,37 +382,28 @@ class Session:
         self.close()
 
     @property
-    def h5(self) -> h5py.File:
-        """The underlying h5py file (read-only)."""
-        return self._f
-
-    @property
     def attrs(self) -> dict[str, Any]:
-        return attrs_dict(self._f)
+        return attrs_dict(self.h5)
 
     @property
     def label(self) -> str:
         """The session's label (e.g. ``square``)."""
-        return str(_decode(self._f.attrs.get("label", "")))
+        return str(_decode(self.h5.attrs.get("label", "")))
 
     @property
     def config_text(self) -> str:
         """The robot configuration text recorded with the session."""
-        return str(_decode(self._f.attrs.get("config_text", "")))
-
-    @property
-    def schema_version(self) -> int:
-        return int(self._f.attrs["schema_version"])
+        return str(_decode(self.h5.attrs.get("config_text", "")))
 
     @property
     def status(self) -> FileStatus:
         """WRITING (writer open or killed), CLOSED or RECOVERED."""
         return (
-            FileStatus(int(self._f["_status"][0])) if "_status" in self._f else FileStatus.WRITING
+            FileStatus(int(self.h5["_status"][0])) if "_status" in self.h5 else FileStatus.WRITING
         )
 
     def _names(self, kind: str) -> list[str]:
-        group = self._f.get(GROUPS[kind])
+        group = self.h5.get(GROUPS[kind])
         return sorted(group.keys()) if group is not None else []
 
     def lidar_names(self) -> list[str]:
@@ -431,7 +423,7 @@ class Session:
         return [n for n in names if self.pose(n).attrs.get("kind") == kind]
 
     def _get(self, kind: str, name: str, cls: type[_Stream]) -> Any:
-        group = self._f.get(f"{GROUPS[kind]}/{name}")
+        group = self.h5.get(f"{GROUPS[kind]}/{name}")
         if group is None:
             have = ", ".join(self._names(kind)) or "none"
             raise SessionError(f"{self.path}: no {kind} stream {name!r} (have: {have})")
@@ -464,7 +456,7 @@ class Session:
 
     def events(self) -> list[Event]:
         """Every event, in the order written."""
-        rows = self._f["events"][:]
+        rows = self.h5["events"][:]
         return [
             Event(int(r["t_ns"]), _decode(r["source"]), _decode(r["kind"]), _decode(r["message"]))
             for r in rows
@@ -473,23 +465,23 @@ class Session:
     def truth_names(self) -> list[str]:
         """Paths of every dataset under ``/truth``."""
         names: list[str] = []
-        if "truth" not in self._f:
+        if "truth" not in self.h5:
             return names
-        self._f["truth"].visititems(
+        self.h5["truth"].visititems(
             lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
         )
         return sorted(names)
 
     def truth(self, path: str) -> np.ndarray:
         """The truth dataset at ``/truth/<path>``."""
-        ds = self._f.get(f"truth/{path}")
+        ds = self.h5.get(f"truth/{path}")
         if not isinstance(ds, h5py.Dataset):
             raise SessionError(f"{self.path}: no truth dataset {path!r}")
         return ds[()]
 
     def truth_attrs(self, path: str = "") -> dict[str, Any]:
         """Attributes of ``/truth`` or of a truth dataset/group."""
-        obj = self._f.get("truth" if not path else f"truth/{path}")
+        obj = self.h5.get("truth" if not path else f"truth/{path}")
         if obj is None:
             raise SessionError(f"{self.path}: no truth entry {path!r}")
         return attrs_dict(obj)

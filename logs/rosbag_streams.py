@@ -174,15 +174,18 @@ def _frames_attr(values: list[str]) -> str:
 
 
 def _pose_row(header: Any, recv: int, p: Any, q: Any, child: str, *more: Any) -> tuple:
-    """One row of :func:`pose_extract` (``more``: covariance, twist, or nothing)."""
+    """One row of :func:`topic_extract` (``more``: covariance, twist, or nothing)."""
     return (stamp_ns(header.stamp), recv, p.x, p.y, p.z, q.x, q.y, q.z, q.w, header.frame_id,
             child, *(more or (None, None)))  # fmt: skip
 
 
-def pose_extract(msgtype: str, child: str | None) -> Extract:
-    """Rows ``(stamp, recv, x, y, z, qx, qy, qz, qw, frame, child frame, covariance|None,
-    (twist, twist covariance)|None)`` of one message: a list, since a TF message may
-    carry several (or none) of the child."""
+def topic_extract(msgtype: str, child: str | None) -> Extract:
+    """The extract of a ``--topic`` of type ``msgtype``: :func:`scan_extract`,
+    :func:`count_extract`, or for a pose type rows ``(stamp, recv, x, y, z, qx, qy, qz, qw,
+    frame, child frame, covariance|None, (twist, twist covariance)|None)`` of one message:
+    a list, since a TF message may carry several (or none) of the child."""
+    if msgtype in (SCAN_TYPE, COUNTS_TYPE):
+        return scan_extract if msgtype == SCAN_TYPE else count_extract
     if msgtype in ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped"):
         odom = msgtype == "nav_msgs/msg/Odometry"
 
@@ -217,7 +220,7 @@ def pose_stream(
     max_position_m: float,
     duplicates: str,
 ) -> BagStream:
-    """A pose stream from the rows of :func:`pose_extract` (one list per message)."""
+    """A pose stream from the rows of :func:`topic_extract` (one list per message)."""
     where = Path(f"{bag}:{spec.topic}")
     rows = [r for message in messages for r in message]
     if not rows:
@@ -506,8 +509,9 @@ _LOG_ERROR_LEVELS = {40, 50, 8, 16}  # ROS 2 ERROR/FATAL (40, 50), ROS 1 (8, 16)
 _DIAG_KIND = {0: "note", 1: "note", 2: "error", 3: "stale"}
 
 
-def _message_time(recv: int, m: Any) -> int:
-    """Header stamp, else a ``stamp`` field, else the receive time (ns)."""
+def message_time(recv: int, m: Any) -> int:
+    """Header stamp, else a ``stamp`` field, else the receive time (ns): an event's time,
+    and the extract of a relocalization topic."""
     if hasattr(m, "header"):
         return stamp_ns(m.header.stamp)
     return stamp_ns(m.stamp) if hasattr(m, "stamp") else recv
@@ -517,7 +521,7 @@ def events_extract(topic: str, msgtype: str) -> Extract:
     """Session events of one message: diagnostics (one per status) or a log message."""
 
     def extract(recv: int, m: Any) -> list[Event]:
-        t = _message_time(recv, m)
+        t = message_time(recv, m)
         if msgtype == DIAGNOSTICS_TYPE:
             return [
                 Event(
@@ -532,8 +536,3 @@ def events_extract(topic: str, msgtype: str) -> Extract:
         return [Event(t, m.name or topic, kind, m.msg)]
 
     return extract
-
-
-def reloc_extract(recv: int, m: Any) -> int:
-    """The time of a relocalization message: its stamp, else its receive time (ns)."""
-    return _message_time(recv, m)

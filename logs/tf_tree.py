@@ -225,22 +225,24 @@ class TfCollector:
         """Frame id as the message spells it -> as compared (no leading ``/``)."""
 
     def extract(self, static: bool) -> Callable[[int, Any], None]:
-        """``extract(receive ns, TFMessage)`` that adds the message's transforms."""
-        return lambda recv, msg: self.add(msg, static, recv)
-
-    def add(self, msg: Any, static: bool, recv_ns: int = 0) -> None:
-        """Add every ``geometry_msgs/TransformStamped`` of one ``TFMessage`` received at
-        ``recv_ns`` (which orders transforms of equal stamps, and static ones)."""
+        """``extract(receive ns, TFMessage)`` that adds every ``geometry_msgs/TransformStamped``
+        of the message (the receive time orders transforms of equal stamps, and static ones)."""
         ids = self._ids
-        for tr in msg.transforms:
-            s = tr.header.stamp
-            a, b = tr.transform.translation, tr.transform.rotation
-            parent, child = tr.header.frame_id, tr.child_frame_id
-            key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
-                   ids.get(child) or ids.setdefault(child, frame_id(child)), static)  # fmt: skip
-            self._rows.setdefault(key, []).append(
-                (s.sec * 1_000_000_000 + s.nanosec, recv_ns, (a.x, a.y, a.z), (b.x, b.y, b.z, b.w))
-            )
+
+        def add(recv_ns: int, msg: Any) -> None:
+            for tr in msg.transforms:
+                s = tr.header.stamp
+                a, b = tr.transform.translation, tr.transform.rotation
+                parent, child = tr.header.frame_id, tr.child_frame_id
+                key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
+                       ids.get(child) or ids.setdefault(child, frame_id(child)),
+                       static)  # fmt: skip
+                t_ns = s.sec * 1_000_000_000 + s.nanosec
+                self._rows.setdefault(key, []).append(
+                    (t_ns, recv_ns, (a.x, a.y, a.z), (b.x, b.y, b.z, b.w))
+                )
+
+        return add
 
     def tree(self, where: str) -> TfTree:
         """The tree of everything added; ``where`` (``BAG``) starts error messages.
