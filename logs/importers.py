@@ -798,6 +798,9 @@ def _pose_csv_columns(
         missing.append("qx, qy, qz, qw or yaw")
     if has_quat and "z" not in col:
         missing.append("z")
+    taken = {h: n for n, h in mapping.items()}  # a header cell --columns gave another name
+    missing = [f"{n} (--columns reads its column as {taken[n]})" if n in taken else n
+               for n in missing]  # fmt: skip
     if missing:
         raise ImportFormatError(
             f"{path}:{head_line}: header lacks {'; '.join(missing)} (columns: "

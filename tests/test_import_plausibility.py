@@ -141,7 +141,8 @@ def test_a_column_mapped_over_another_is_refused(tmp_path) -> None:
     text = "t_s,x,y,yaw\n0.0,1.0,2.0,0.0\n0.1,1.5,2.5,0.1\n"
     r, _, session = _import(tmp_path, text, "mocap", "--columns", "y=x")
     assert r.exit_code == 2, r.output
-    assert "header lacks x" in r.output  # x's header now belongs to y: nothing copied
+    # x's header now belongs to y: nothing copied, and the message says where x's column went
+    assert "header lacks x (--columns reads its column as y)" in r.output
     assert not session.exists()
     r = _import(tmp_path, text, "mocap", "--columns", "x=x,y=x")[0]
     assert r.exit_code == 2 and "maps column 'x' twice" in r.output, r.output
