@@ -231,8 +231,8 @@ def axis_result(
     nis, innovation, s_var, nis_chi2 = rows[4:, 1:]  # one view per row: this runs per frame
     carry = floats[-14:].copy()
     resets = int(carry[12] - state.carry[12])
-    track = AxisTrack(*rows[:4], nis, flags[1:n], floats[8 * n : -14], flags[n:], innovation,
-                      s_var, nis_chi2, resets)  # fmt: skip
+    track = AxisTrack(rows[0], rows[1], rows[2], rows[3], nis, flags[1:n], floats[8 * n : -14],
+                      flags[n:], innovation, s_var, nis_chi2, resets)  # fmt: skip
     return AxisState(carry, history), track
 
 
