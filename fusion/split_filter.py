@@ -259,7 +259,7 @@ class SplitFilter:
         self.drift_q = tuple(float(d) for d in drift_q)
         self.options = AxisOptions(gate=self.gate)
         self._drift_q = np.array(self.drift_q)
-        self._consts = tuple(_constants(noise.axis(a), self.options) for a in _ORDER)
+        self._consts = np.array([_constants(noise.axis(a), self.options) for a in _ORDER])
 
     def run(
         self,

@@ -110,7 +110,7 @@ def _split_chunk(
     cal: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                np.ndarray],
     rounding: tuple[np.ndarray, np.ndarray],
-    axes: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]],
+    axes: tuple[np.ndarray, tuple[np.ndarray, ...]],
     histories: tuple[np.ndarray, np.ndarray, np.ndarray],
     fixes: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...],
 ) -> tuple[Any, ...]:  # pragma: no cover - compiled
@@ -124,9 +124,8 @@ def _split_chunk(
     (3,), W, W⁺, creep references and estimates
     (:func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter covariance;
     ``rounding`` = the rounding covariance (3, 3, or (0, 3): none) and its x and y floors
-    (2,); per axis (θ, x, y) the
-    kernel constants (11,) and carry (14,) (``axes``), the motion history and the
-    fixes (index, z, r).
+    (2,); per axis (θ, x, y) the kernel constants (a row of one (3, 11) array) and carry
+    (14,) (``axes``), the motion history and the fixes (index, z, r).
 
     Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s
     outputs, the steps (K,) s, the new pose error carry and calibration variances (8,),
