@@ -227,22 +227,12 @@ def axis_result(
 ) -> tuple[AxisState, AxisTrack]:
     """The state and track of :func:`_axis_chunk`'s outputs from ``state``."""
     n = (len(floats) - len(flags) - 14) // 7  # 8n + M + 14 floats, n + M flags
-    p, v, var_p, var_v, nis, innovation, s_var, nis_chi2 = floats[: 8 * n].reshape(8, n)
+    rows = floats[: 8 * n].reshape(8, n)
+    nis, innovation, s_var, nis_chi2 = rows[4:, 1:]  # one view per row: this runs per frame
     carry = floats[-14:].copy()
-    track = AxisTrack(
-        p=p,
-        v=v,
-        var_p=var_p,
-        var_v=var_v,
-        nis=nis[1:],
-        accepted=flags[1:n],
-        aid_nis=floats[8 * n : -14],
-        aid_accepted=flags[n:],
-        innovation=innovation[1:],
-        s=s_var[1:],
-        nis_chi2=nis_chi2[1:],
-        resets=int(carry[12] - state.carry[12]),
-    )
+    resets = int(carry[12] - state.carry[12])
+    track = AxisTrack(rows[0], rows[1], rows[2], rows[3], nis, flags[1:n], floats[8 * n : -14],
+                      flags[n:], innovation, s_var, nis_chi2, resets)  # fmt: skip
     return AxisState(carry, history), track
 
 

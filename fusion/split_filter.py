@@ -259,7 +259,7 @@ class SplitFilter:
         self.drift_q = tuple(float(d) for d in drift_q)
         self.options = AxisOptions(gate=self.gate)
         self._drift_q = np.array(self.drift_q)
-        self._consts = tuple(_constants(noise.axis(a), self.options) for a in _ORDER)
+        self._consts = np.array([_constants(noise.axis(a), self.options) for a in _ORDER])
 
     def run(
         self,
@@ -369,7 +369,7 @@ class SplitFilter:
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc
-        ends, (dt, carry, sens_xy, sens_t, cal_var, rows) = out[:3], out[3:]
+        ends, (dt, carry, sens, rows) = out[:3], out[3:]
         (theta, th), (x, tx), (y, ty) = (
             axis_result(a, *o) for a, o in zip(axes, ends, strict=True)
         )
@@ -381,9 +381,9 @@ class SplitFilter:
             y=y,
             theta=theta,
             odometry=None if odo is None else odo[-1].copy(),
-            pose_error=None if pose_error is None else PoseErrorCarry(*carry.tolist()),
-            calibration=None if cal is _NO_CAL else (sens_xy, sens_t),
-            calibration_var=cal_var,
+            pose_error=None if pose_error is None else PoseErrorCarry(*carry[:5].tolist()),
+            calibration=None if cal is _NO_CAL else (sens[0], sens[1]),
+            calibration_var=carry[5:],
             aid=queue,
         )
         result = SplitResult(
