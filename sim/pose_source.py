@@ -83,7 +83,7 @@ class SimPoseSource:
         self._thread.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """Stop the thread within ``timeout_s`` (s)."""
+        """Release what is due, then stop the thread, within ``timeout_s`` (s)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -99,14 +99,16 @@ class SimPoseSource:
             last_error=self._error)
 
     def _run(self) -> None:
-        while True:
+        stopping = False
+        while True:  # once more after stop(): what fell due while starved is not lost
             try:
                 self._release(self.clock.now())
             except SensorbenchError as exc:  # the writer failed or closed: say so, stop
                 self._error = str(exc)
                 return
-            if self._stop.wait(self.period_s):
+            if stopping:
                 return
+            stopping = self._stop.wait(self.period_s)
 
     def _release(self, now_s: float) -> None:
         assert self._writer is not None
