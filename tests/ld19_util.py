@@ -12,13 +12,13 @@ compare the compiled driver and the emulator against these.
 from __future__ import annotations
 
 import struct
-import threading
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 import serial
+from sink_util import WriterSink
 
 from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, point_angles_cdeg
 from sensorbench.logs import LidarTurns
@@ -218,27 +218,6 @@ def ideal_samples(
         samples_per_s=4500.0, realism=LD19Realism(speed_sd_deg_s=0.0))
 
 
-class TurnSink:
-    """A session writer's stand-in for an LD19 reader's link: keeps the turns it is handed
-    (readable while the reader runs), drops the raw bytes and the events."""
-
-    error = None
-
-    def __init__(self) -> None:
-        self.turns: list[LidarTurns] = []
-        self._lock = threading.Lock()
-
-    def append_turns(self, name: str, turns: LidarTurns) -> None:
-        with self._lock:
-            self.turns.append(turns)
-
-    def append_raw(self, *_: object) -> None:
-        pass
-
-    def event(self, *_: object) -> None:
-        pass
-
-    def collected(self) -> LidarTurns:
-        """Every turn so far, as one batch."""
-        with self._lock:
-            return LidarTurns.concat(list(self.turns))
+def TurnSink() -> WriterSink[LidarTurns]:
+    """A writer stand-in for an LD19 reader's link that keeps its turns."""
+    return WriterSink(LidarTurns.concat)

@@ -4,12 +4,12 @@ slip models' pose error variance along a path."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 import types
 
 import numpy as np
 import serial
+from sink_util import WriterSink
 
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
@@ -147,33 +147,15 @@ def calibration_variance(
     return np.vstack([np.zeros((1, 3)), first])
 
 
-class FrameSink:
-    """A session writer's stand-in for a pod reader's link: keeps the encoder batches it is
-    handed (readable while the reader runs), drops the raw bytes and the events."""
+def FrameSink(n_pods: int = 3) -> WriterSink[EncoderBatch]:
+    """A writer stand-in for a pod reader's link that keeps its frames (``n_pods``
+    counters a frame)."""
 
-    error = None
-
-    def __init__(self, n_pods: int = 3) -> None:
-        self.n_pods = n_pods
-        self.batches: list[EncoderBatch] = []
-        self._lock = threading.Lock()
-
-    def append_encoder(self, name: str, batch: EncoderBatch) -> None:
-        with self._lock:
-            self.batches.append(batch)
-
-    def append_raw(self, *_: object) -> None:
-        pass
-
-    def event(self, *_: object) -> None:
-        pass
-
-    def collected(self) -> EncoderBatch:
-        """Every frame so far, as one batch."""
-        with self._lock:
-            parts = list(self.batches)
+    def join(parts: list[EncoderBatch]) -> EncoderBatch:
         if not parts:
             empty = np.zeros(0, np.int64)
-            return EncoderBatch(empty, empty, empty, np.zeros((0, self.n_pods)), empty, empty)
+            return EncoderBatch(empty, empty, empty, np.zeros((0, n_pods)), empty, empty)
         fields = ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate")
         return EncoderBatch(*(np.concatenate([getattr(b, f) for b in parts]) for f in fields))
+
+    return WriterSink(join)
