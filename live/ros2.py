@@ -275,7 +275,7 @@ class Ros2Publisher:
         from sensorbench.live import ros2_msgs as m
 
         for k, pts, b in binned_turns(self._grids, name, turns):
-            speed = float(turns.speed_hz[k])
+            speed, r = float(turns.speed_hz[k]), turns.range[pts]
             msg = m.LaserScan(
                 m.Header(self._stamp(b.stamp_ns), name),
                 float(b.angle_min),
@@ -285,7 +285,7 @@ class Ros2Publisher:
                 1.0 / speed if math.isfinite(speed) and speed > 0
                 else abs(b.time_increment) * b.ranges.size,
                 0.0,
-                float(np.max(turns.range[pts], where=np.isfinite(turns.range[pts]), initial=0)),
+                _range_max(r),
                 b.ranges,
                 b.intensities,
             )  # fmt: skip
@@ -304,7 +304,7 @@ class Ros2Publisher:
             # angles min, max, increment; time increment, scan time, range min, range max
             msg = m.LaserScan(m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
                               float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc,
-                              0.0, 0.0, 0.0, float(np.max(r, where=np.isfinite(r), initial=0)),
+                              0.0, 0.0, 0.0, _range_max(r),
                               r, turns.intensity[lo : lo + n])  # fmt: skip
             self._write("/scan", msg)
 
@@ -382,3 +382,8 @@ class Health:
     message: str
     hardware_id: str
     values: dict[str, Any]
+
+
+def _range_max(r: np.ndarray) -> float:
+    """A scan's range_max (m): its largest finite range, 0 if it has none."""
+    return float(np.max(r, where=np.isfinite(r), initial=0))
