@@ -32,15 +32,21 @@ from sensorbench.sim.pty import Faults, PtyPort
 
 class StartGate:
     """Lets devices start only together: once every one of ``n`` reached its start, in
-    rank order, back to back (each start returns before the next begins)."""
+    rank order, back to back (each start returns before the next begins); then nobody
+    goes on to its first turn until ``bus`` has seen the round's ``n`` motor starts (each
+    emulator sees its DTR on its own thread: under load the rear's could come after the
+    front's first turn, and "together" would not be)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, bus: PowerBus) -> None:
+        self.n, self.bus = n, bus
         self.next = 0
+        self.round_starts = 0
         self.barrier = threading.Barrier(n, action=self._new_round, timeout=10.0)
         self.turn = threading.Condition()
 
     def _new_round(self) -> None:
         self.next = 0
+        self.round_starts = len(self.bus.motor_starts)
 
     def start(self, rank: int, start) -> None:
         try:
@@ -54,6 +60,11 @@ class StartGate:
             finally:
                 self.next += 1
                 self.turn.notify_all()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not (
+            self.next == self.n and len(self.bus.motor_starts) >= self.round_starts + self.n
+        ):
+            time.sleep(0.001)
 
 
 class GatedSteps:
@@ -73,8 +84,8 @@ class TogetherSequencer(PowerUpSequencer):
     """The control experiment the stagger is measured against: every device brought up on
     its own thread, with the sequencer's retries, the starts of each attempt together."""
 
-    def __init__(self, specs: list[DeviceSpec], **kw) -> None:
-        gate = StartGate(len(specs))
+    def __init__(self, specs: list[DeviceSpec], bus: PowerBus, **kw) -> None:
+        gate = StartGate(len(specs), bus)
         super().__init__([self._gated(s, rank, gate) for rank, s in enumerate(specs)], **kw)
 
     @staticmethod
@@ -196,7 +207,7 @@ def test_started_together_they_brown_out_and_fail(tmp_path):
         t_begin = bus.clock.now()
         t0 = time.monotonic()
         sequencer = TogetherSequencer(
-            specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), retries=1, backoff_s=0.05
+            specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), bus, retries=1, backoff_s=0.05
         )
         results = sequencer.run()
         elapsed = time.monotonic() - t0
@@ -234,7 +245,7 @@ def test_silent_brownout_mode_fails_together_too(tmp_path):
     bus = PowerBus(TOGETHER_INRUSH_S, mode="silent", outage_s=20.0, clock=SimClock(SPEED))
     a, b = pair(tmp_path, bus)
     with a, b:
-        sequencer = TogetherSequencer(specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), retries=0)
+        sequencer = TogetherSequencer(specs(a, b, TOGETHER_DELAY_S, ready_s=0.5), bus, retries=0)
         results = sequencer.run()
     assert [r.ready for r in results] == [False, False]
     front, rear = results  # both rebooted: silent for 20 simulated s
