@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import sys
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -18,158 +17,9 @@ from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.errors import ModelFileError, SimError
 from sensorbench.logs.model_file import dumps_toml, read_model
 from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS
+from sensorbench.logs.toml_schema import FL, B, F, I, KeyPath, S, SchemaError, Table, Tables
 
 SCENARIO_DIR = Path(str(resources.files("sensorbench.sim") / "scenarios"))
-
-
-class _Spec:
-    """One key's default and validation."""
-
-    default: Any
-
-    def check(self, value: Any, key: str) -> Any:
-        raise NotImplementedError
-
-
-def _fail(key: str, msg: str) -> SimError:
-    return SimError(f"{key}: {msg}")
-
-
-@dataclass
-class F(_Spec):
-    """A finite float in [lo, hi] (or [lo, hi) with ``hi_open``); ints are accepted."""
-
-    default: float
-    lo: float | None = None
-    hi: float | None = None
-    hi_open: bool = False
-    lo_open: bool = False
-
-    def check(self, value: Any, key: str) -> float:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not abs(value) <= sys.float_info.max:  # nan, inf, an int past float
-            raise _fail(key, f"must be a number (finite), got {value!r}")
-        v = float(value)
-        lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
-        hi_bad = self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi)
-        if lo_bad or hi_bad:
-            lo = "(" if self.lo_open else "["
-            hi = ")" if self.hi_open else "]"
-            lo_s = "-inf" if self.lo is None else f"{self.lo:g}"
-            hi_s = "inf" if self.hi is None else f"{self.hi:g}"
-            raise _fail(key, f"must be in {lo}{lo_s}, {hi_s}{hi}, got {value!r}")
-        return v
-
-
-@dataclass
-class I(_Spec):  # noqa: E742 - short schema constructor names read like a table
-    """An integer in [lo, hi], optionally from a set of ``choices``."""
-
-    default: int
-    lo: int | None = None
-    hi: int | None = None
-    choices: tuple[int, ...] | None = None
-
-    def check(self, value: Any, key: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(key, f"must be an integer, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise _fail(key, f"must be one of {list(self.choices)}, got {value}")
-        F(0.0, self.lo, self.hi).check(value, key)  # the range, said as for floats
-        return value
-
-
-@dataclass
-class B(_Spec):
-    """A boolean."""
-
-    default: bool
-
-    def check(self, value: Any, key: str) -> bool:
-        if not isinstance(value, bool):
-            raise _fail(key, f"must be true or false, got {value!r}")
-        return value
-
-
-@dataclass
-class S(_Spec):
-    """A string, optionally one of ``choices``."""
-
-    default: str
-    choices: tuple[str, ...] | None = None
-
-    def check(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise _fail(key, f"must be a string, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise _fail(key, f"must be one of {list(self.choices)}, got {value!r}")
-        return value
-
-
-@dataclass
-class FL(_Spec):
-    """A list of ``n`` (if given) floats, or with ``inner`` of rows of ``inner`` floats
-    (e.g. points ``[[x, y], ...]``); each float in [lo, hi] if given."""
-
-    default: list
-    n: int | None = None
-    lo: float | None = None
-    hi: float | None = None
-    inner: int | None = None
-
-    def check(self, value: Any, key: str) -> list:
-        rows = self.inner is not None
-        if not isinstance(value, list):
-            what = f"[{self.inner} numbers] rows" if rows else "numbers"
-            raise _fail(key, f"must be a list of {what}, got {value!r}")
-        if self.n is not None and len(value) != self.n:
-            raise _fail(key, f"must have {self.n} {'rows' if rows else 'values'}, got {len(value)}")
-        item = FL([], self.inner, self.lo, self.hi) if rows else F(0.0, self.lo, self.hi)
-        return [item.check(v, f"{key}[{i}]") for i, v in enumerate(value)]
-
-
-class Table(_Spec):
-    """A table of known keys; missing keys take their defaults."""
-
-    def __init__(self, fields: dict[str, _Spec], required: tuple[str, ...] = ()) -> None:
-        self.fields, self.required = fields, required
-
-    @property
-    def default(self) -> dict:  # type: ignore[override]
-        return {k: copy.deepcopy(f.default) for k, f in self.fields.items()}
-
-    def check(self, value: Any, key: str) -> dict:
-        if not isinstance(value, dict):
-            raise _fail(key, f"must be a table, got {value!r}")
-        prefix = f"{key}." if key else ""
-        for k in value:
-            if k not in self.fields:
-                known = ", ".join(sorted(self.fields))
-                raise _fail(f"{prefix}{k}", f"unknown key (known keys here: {known})")
-        for k in self.required:
-            if k not in value:
-                raise _fail(f"{prefix}{k}", "is required")
-        return {
-            k: f.check(value[k], f"{prefix}{k}") if k in value else copy.deepcopy(f.default)
-            for k, f in self.fields.items()
-        }
-
-
-class Tables(_Spec):
-    """An array of tables (``named``: a table of named tables), each checked by
-    ``item(value, key)``."""
-
-    def __init__(self, item: Any, default: Any = None, named: bool = False) -> None:
-        self.item, self.default, self.named = item, [] if default is None else default, named
-
-    def check(self, value: Any, key: str) -> Any:
-        if self.named:
-            if not isinstance(value, dict):
-                raise _fail(key, f"must be a table of named entries, got {value!r}")
-            return {name: self.item(v, f"{key}.{name}") for name, v in value.items()}
-        if not isinstance(value, list):
-            raise _fail(key, f"must be an array of tables ([[{key}]]), got {value!r}")
-        return [self.item(v, f"{key}[{i}]") for i, v in enumerate(value)]
 
 
 _OBSTACLE_FIELDS = {
@@ -188,13 +38,13 @@ _OBSTACLE_KEYS = {
 }
 
 
-def _check_obstacle(value: Any, key: str) -> dict:
-    out = Table(_OBSTACLE_FIELDS, required=("kind",)).check(value, key)
+def _check_obstacle(value: Any, path: KeyPath) -> dict:
+    out = Table(_OBSTACLE_FIELDS, required=("kind",)).check(value, path)
     for k in value:
         if k not in _OBSTACLE_KEYS[out["kind"]]:
-            raise _fail(f"{key}.{k}", f"does not apply to kind {out['kind']!r}")
+            raise SchemaError((*path, k), f"does not apply to kind {out['kind']!r}")
     if out["kind"] == "polygon" and len(out["vertices_m"]) < 3:
-        raise _fail(f"{key}.vertices_m", "a polygon needs at least 3 vertices")
+        raise SchemaError((*path, "vertices_m"), "a polygon needs at least 3 vertices")
     return {k: v for k, v in out.items() if k in _OBSTACLE_KEYS[out["kind"]]}
 
 
@@ -370,23 +220,25 @@ def _lidar_table(model: str) -> Table:
     })  # fmt: skip
 
 
-def _check_lidar(value: Any, key: str) -> dict:
+def _check_lidar(value: Any, path: KeyPath) -> dict:
     if not isinstance(value, dict):
-        raise _fail(key, f"must be a table, got {value!r}")
+        raise SchemaError(path, f"must be a table, got {value!r}")
     if "model" not in value:
-        raise _fail(f"{key}.model", f"is required: one of {list(LIDAR_DEFAULTS)}")
-    model = S("ld19", tuple(LIDAR_DEFAULTS)).check(value["model"], f"{key}.model")
-    out = _lidar_table(model).check(value, key)
+        raise SchemaError((*path, "model"), f"is required: one of {list(LIDAR_DEFAULTS)}")
+    model = S("ld19", tuple(LIDAR_DEFAULTS)).check(value["model"], (*path, "model"))
+    out = _lidar_table(model).check(value, path)
     edges, sig = out["noise_band_edges_m"], out["noise_band_sigma_m"]
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
-        raise _fail(f"{key}.noise_band_edges_m", "must be >= 2 strictly increasing ranges (m)")
+        raise SchemaError(
+            (*path, "noise_band_edges_m"), "must be >= 2 strictly increasing ranges (m)"
+        )
     if len(sig) != len(edges) - 1:
-        raise _fail(
-            f"{key}.noise_band_sigma_m",
+        raise SchemaError(
+            (*path, "noise_band_sigma_m"),
             f"must have one σ per band: {len(edges) - 1} values, got {len(sig)}",
         )
     if out["range_min_m"] >= out["range_max_m"]:
-        raise _fail(f"{key}.range_min_m", "must be below range_max_m")
+        raise SchemaError((*path, "range_min_m"), "must be below range_max_m")
     return out
 
 
@@ -435,19 +287,23 @@ def _resolve(raw: dict, source: str) -> dict:
         # new ones (enabled = false takes one out of the run).
         raw["lidars"] = _deep_merge(DEFAULT_LIDARS, lidars)
     try:
-        out = _TOP.check(raw, "")
+        out = _TOP.check(raw, ())
         for dev in out["faults"]:
             if dev not in out["lidars"] and dev != "pods":
-                raise _fail(f"faults.{dev}", "names no device: use a lidar name or 'pods'")
+                raise SchemaError(("faults", dev), "names no device: use a lidar name or 'pods'")
         if out["trajectory"]["kind"] == "waypoints" and not out["trajectory"]["waypoints"]:
-            raise _fail("trajectory.waypoints", "kind 'waypoints' needs [[x, y, yaw_deg], ...]")
+            raise SchemaError(
+                ("trajectory", "waypoints"), "kind 'waypoints' needs [[x, y, yaw_deg], ...]"
+            )
         for i, c in enumerate(out["pods"]["initial_counts"]):
             if c != int(c):
-                raise _fail(f"pods.initial_counts[{i}]", f"must be a whole number, got {c}")
+                raise SchemaError(("pods", "initial_counts", i), f"must be a whole number, got {c}")
         for i, (a, b) in enumerate(out["pose_sensor"]["covered_s"]):
             if b <= a:
-                raise _fail(f"pose_sensor.covered_s[{i}]", f"end {b} s must follow start {a} s")
-    except SimError as exc:
+                raise SchemaError(
+                    ("pose_sensor", "covered_s", i), f"end {b} s must follow start {a} s"
+                )
+    except SchemaError as exc:
         raise SimError(f"{source}: {exc}") from None
     return out
 

@@ -1,0 +1,180 @@
+"""A parsed TOML document checked against a declarative schema: one spec per key (its
+default and value rule), tables of specs and arrays of tables. A refused value raises
+:class:`SchemaError` naming its key path, the value and what was expected; each loader
+turns it into its own error type naming the file (scenarios: ``SimError``, robot.toml:
+``ConfigError`` with the line)."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+KeyPath = tuple[str | int, ...]
+"""Keys and array indices from the document's root, e.g. ``("devices", 1, "mount")``."""
+
+
+def dotted(path: KeyPath) -> str:
+    """``path`` as written in messages: ``devices[1].mount``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+class SchemaError(ValueError):
+    """A value at ``path`` refused; ``str()`` is ``dotted.key: message``."""
+
+    def __init__(self, path: KeyPath, message: str) -> None:
+        super().__init__(f"{dotted(path)}: {message}" if path else message)
+        self.path = path
+
+
+class Spec:
+    """One key's default and validation."""
+
+    default: Any
+
+    def check(self, value: Any, path: KeyPath) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class F(Spec):
+    """A finite float in [lo, hi] (open ends with ``lo_open``, ``hi_open``); ints accepted."""
+
+    default: float
+    lo: float | None = None
+    hi: float | None = None
+    hi_open: bool = False
+    lo_open: bool = False
+
+    def check(self, value: Any, path: KeyPath) -> float:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not abs(value) <= sys.float_info.max:  # nan, inf, an int past float
+            raise SchemaError(path, f"must be a number (finite), got {value!r}")
+        v = float(value)
+        lo_bad = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
+        hi_bad = self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi)
+        if lo_bad or hi_bad:
+            lo = "(" if self.lo_open else "["
+            hi = ")" if self.hi_open else "]"
+            lo_s = "-inf" if self.lo is None else f"{self.lo:g}"
+            hi_s = "inf" if self.hi is None else f"{self.hi:g}"
+            raise SchemaError(path, f"must be in {lo}{lo_s}, {hi_s}{hi}, got {value!r}")
+        return v
+
+
+@dataclass
+class I(Spec):  # noqa: E742 - short schema constructor names read like a table
+    """An integer in [lo, hi], optionally from a set of ``choices``."""
+
+    default: int
+    lo: int | None = None
+    hi: int | None = None
+    choices: tuple[int, ...] | None = None
+
+    def check(self, value: Any, path: KeyPath) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(path, f"must be an integer, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise SchemaError(path, f"must be one of {list(self.choices)}, got {value}")
+        F(0.0, self.lo, self.hi).check(value, path)  # the range, said as for floats
+        return value
+
+
+@dataclass
+class B(Spec):
+    """A boolean."""
+
+    default: bool
+
+    def check(self, value: Any, path: KeyPath) -> bool:
+        if not isinstance(value, bool):
+            raise SchemaError(path, f"must be true or false, got {value!r}")
+        return value
+
+
+@dataclass
+class S(Spec):
+    """A string, optionally one of ``choices``."""
+
+    default: str
+    choices: tuple[str, ...] | None = None
+
+    def check(self, value: Any, path: KeyPath) -> str:
+        if not isinstance(value, str):
+            raise SchemaError(path, f"must be a string, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise SchemaError(path, f"must be one of {list(self.choices)}, got {value!r}")
+        return value
+
+
+@dataclass
+class FL(Spec):
+    """A list of ``n`` (if given) floats, or with ``inner`` of rows of ``inner`` floats
+    (e.g. points ``[[x, y], ...]``); each float in [lo, hi] if given."""
+
+    default: list
+    n: int | None = None
+    lo: float | None = None
+    hi: float | None = None
+    inner: int | None = None
+
+    def check(self, value: Any, path: KeyPath) -> list:
+        rows = self.inner is not None
+        if not isinstance(value, list):
+            what = f"[{self.inner} numbers] rows" if rows else "numbers"
+            raise SchemaError(path, f"must be a list of {what}, got {value!r}")
+        if self.n is not None and len(value) != self.n:
+            raise SchemaError(
+                path, f"must have {self.n} {'rows' if rows else 'values'}, got {len(value)}"
+            )
+        item = FL([], self.inner, self.lo, self.hi) if rows else F(0.0, self.lo, self.hi)
+        return [item.check(v, (*path, i)) for i, v in enumerate(value)]
+
+
+class Table(Spec):
+    """A table of known keys; missing keys take their defaults (``required``: refused)."""
+
+    def __init__(self, fields: dict[str, Spec], required: tuple[str, ...] = ()) -> None:
+        self.fields, self.required = fields, required
+
+    @property
+    def default(self) -> dict:  # type: ignore[override]
+        return {k: copy.deepcopy(f.default) for k, f in self.fields.items()}
+
+    def check(self, value: Any, path: KeyPath) -> dict:
+        if not isinstance(value, dict):
+            raise SchemaError(path, f"must be a table, got {value!r}")
+        for k in value:
+            if k not in self.fields:
+                known = ", ".join(sorted(self.fields))
+                raise SchemaError((*path, k), f"unknown key (known keys here: {known})")
+        for k in self.required:
+            if k not in value:
+                raise SchemaError((*path, k), "is required")
+        return {
+            k: f.check(value[k], (*path, k)) if k in value else copy.deepcopy(f.default)
+            for k, f in self.fields.items()
+        }
+
+
+class Tables(Spec):
+    """An array of tables (``named``: a table of named tables), each checked by
+    ``item(value, path)``."""
+
+    def __init__(
+        self, item: Callable[[Any, KeyPath], Any], default: Any = None, named: bool = False
+    ) -> None:
+        self.item, self.default, self.named = item, [] if default is None else default, named
+
+    def check(self, value: Any, path: KeyPath) -> Any:
+        if self.named:
+            if not isinstance(value, dict):
+                raise SchemaError(path, f"must be a table of named entries, got {value!r}")
+            return {name: self.item(v, (*path, name)) for name, v in value.items()}
+        if not isinstance(value, list):
+            raise SchemaError(
+                path, f"must be an array of tables ([[{dotted(path)}]]), got {value!r}"
+            )
+        return [self.item(v, (*path, i)) for i, v in enumerate(value)]
