@@ -10,6 +10,7 @@ import serial
 
 from sensorbench.drivers import a1_protocol
 from sensorbench.drivers.serial_port import read_for
+from sensorbench.logs.toml_schema import S, Table
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kind import DeviceKind, ReaderContext
@@ -29,18 +30,14 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     """``serial``: the 16-byte GET_INFO serial as 32 hex digits, or absent (any unit);
     ``scan_mode``: ``typical`` (default) or a scan mode's name as the unit reports it
     (``Standard``, ``Express``), checked against the unit at bring-up."""
-    serial_no = table.get("serial")
-    if serial_no is not None and not (
-            isinstance(serial_no, str) and re.fullmatch(r"[0-9A-Fa-f]{32}", serial_no)):
-        raise v.fail((*path, "serial"),
-            f"{what}: 'serial' applies to a1 devices only and is 32 hex digits "
-            "(the 16-byte serial GET_INFO reports)")
-    mode = table.get("scan_mode", DEFAULT_SCAN_MODE)
-    if not isinstance(mode, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", mode):
-        raise v.fail((*path, "scan_mode"),
-            f"{what}: scan_mode is 'typical' or a scan mode's name as the unit reports it "
-            f"('Standard', 'Express', ...; the bring-up lists the unit's), got {mode!r}")
-    return {"serial": serial_no, "options": {"scan_mode": mode}}
+    out = Table({
+        "serial": S(None, test=re.compile(r"[0-9A-Fa-f]{32}").fullmatch,
+            what="32 hex digits (the 16-byte serial GET_INFO reports)"),
+        "scan_mode": S(DEFAULT_SCAN_MODE, test=re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}").fullmatch,
+            what="'typical' or a scan mode's name as the unit reports it ('Standard', "
+            "'Express', ...; the bring-up lists the unit's)"),
+    }).pick(table, path)  # fmt: skip
+    return {"serial": out["serial"], "options": {"scan_mode": out["scan_mode"]}}
 
 
 def scan_mode(dev: DeviceConfig | None) -> str:

@@ -42,11 +42,6 @@ def all_kinds() -> tuple[DeviceKind, ...]:
     return tuple(_REGISTRY.values())
 
 
-def option_keys() -> frozenset[str]:
-    """Every kind-specific key any registered kind accepts."""
-    return frozenset().union(*(k.option_keys for k in _REGISTRY.values()))
-
-
 # -- the registrations -----------------------------------------------------------------
 # The family modules import their parsers, protocols and the sequencer only when a
 # factory runs, so this module stays cheap to import.

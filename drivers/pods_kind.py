@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import serial
 
 from sensorbench.drivers.serial_port import read_for
+from sensorbench.logs.toml_schema import B, I, S, Table
 
 if TYPE_CHECKING:
     from sensorbench.drivers.device_kind import DeviceKind, ReaderContext
@@ -24,25 +25,13 @@ BOARDS = (*BOARD_COUNT_RATE, "other")
 _CSV_LINE = re.compile(rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,11})+)(?:,[-+0-9.eEnaif]+){0,2}\r?$")
 
 
+_OPTIONS = Table({"protocol": S("binary", ("binary", "csv")),
+    "counter_bits": I(16, choices=(16, 32)), "n_pods": I(3, 1, 15), "imu": B(False)})  # fmt: skip
+
+
 def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     """``protocol``, ``counter_bits``, ``n_pods``, ``imu`` of a pods device, validated."""
-    protocol = table.get("protocol", "binary")
-    if protocol not in ("binary", "csv"):
-        raise v.fail(
-            (*path, "protocol"), f"{what}: protocol must be 'binary' or 'csv', got {protocol!r}"
-        )
-    bits = table.get("counter_bits", 16)
-    if bits not in (16, 32) or isinstance(bits, bool):
-        raise v.fail(
-            (*path, "counter_bits"), f"{what}: counter_bits must be 16 or 32, got {bits!r}"
-        )
-    n_pods = table.get("n_pods", 3)
-    if isinstance(n_pods, bool) or not isinstance(n_pods, int) or not 1 <= n_pods <= 15:
-        raise v.fail((*path, "n_pods"), f"{what}: n_pods must be 1..15")
-    imu = table.get("imu", False)
-    if not isinstance(imu, bool):
-        raise v.fail((*path, "imu"), f"{what}: imu must be true or false")
-    return {"protocol": protocol, "counter_bits": bits, "n_pods": n_pods, "imu": imu}
+    return _OPTIONS.pick(table, path)
 
 
 def make_protocol(kind: DeviceKind, dev: DeviceConfig, ctx: ReaderContext) -> PodProtocol:

@@ -42,7 +42,7 @@ class Spec:
 class F(Spec):
     """A finite float in [lo, hi] (open ends with ``lo_open``, ``hi_open``); ints accepted."""
 
-    default: float
+    default: float | None
     lo: float | None = None
     hi: float | None = None
     hi_open: bool = False
@@ -78,7 +78,9 @@ class I(Spec):  # noqa: E742 - short schema constructor names read like a table
             raise SchemaError(path, f"must be an integer, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise SchemaError(path, f"must be one of {list(self.choices)}, got {value}")
-        F(0.0, self.lo, self.hi).check(value, path)  # the range, said as for floats
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            lo, hi = "-inf" if self.lo is None else self.lo, "inf" if self.hi is None else self.hi
+            raise SchemaError(path, f"must be in [{lo}, {hi}], got {value}")
         return value
 
 
@@ -96,16 +98,28 @@ class B(Spec):
 
 @dataclass
 class S(Spec):
-    """A string, optionally one of ``choices``."""
+    """A string, optionally one of ``choices`` or passing ``test`` (``what`` it must be)."""
 
-    default: str
+    default: str | None
     choices: tuple[str, ...] | None = None
+    test: Callable[[str], Any] | None = None
+    what: str = "a string"
 
     def check(self, value: Any, path: KeyPath) -> str:
-        if not isinstance(value, str):
-            raise SchemaError(path, f"must be a string, got {value!r}")
+        if not isinstance(value, str) or (self.test is not None and not self.test(value)):
+            raise SchemaError(path, f"must be {self.what}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise SchemaError(path, f"must be one of {list(self.choices)}, got {value!r}")
+        return value
+
+
+@dataclass
+class Free(Spec):
+    """Any value (default None), checked by the caller."""
+
+    default: Any = None
+
+    def check(self, value: Any, path: KeyPath) -> Any:
         return value
 
 
@@ -140,7 +154,7 @@ class Table(Spec):
         self.fields, self.required = fields, required
 
     @property
-    def default(self) -> dict:  # type: ignore[override]
+    def default(self) -> dict:
         return {k: copy.deepcopy(f.default) for k, f in self.fields.items()}
 
     def check(self, value: Any, path: KeyPath) -> dict:
@@ -153,6 +167,10 @@ class Table(Spec):
         for k in self.required:
             if k not in value:
                 raise SchemaError((*path, k), "is required")
+        return self.pick(value, path)
+
+    def pick(self, value: dict, path: KeyPath) -> dict:
+        """Each field of ``value`` checked (other keys ignored), defaults for the missing."""
         return {
             k: f.check(value[k], (*path, k)) if k in value else copy.deepcopy(f.default)
             for k, f in self.fields.items()

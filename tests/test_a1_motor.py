@@ -140,7 +140,7 @@ def test_reconnect_after_replug_never_stops_or_restarts_the_motor(tmp_path):
     ("edit", "message"),
     [
         (('backend = "uhubctl"\n', ""), "needs a switching backend"),
-        (('backend = "uhubctl"', 'backend = "relay"'), "powerup.backend must be one of"),
+        (('backend = "uhubctl"', 'backend = "relay"'), "powerup.backend: must be one of"),
         (("port = 2, settle_s = 0.5", "port = 0"), "power port must be 1..255"),
         (('hub = "1-1.4", port = 2', 'hub = "x;y", port = 2'), "not a USB hub name"),
     ],
@@ -160,6 +160,6 @@ power = {hub = "1-1.4", port = 2, settle_s = 0.5}
 
     with pytest.raises(ConfigError, match=message) as err:
         parse_robot_config(text.replace(*edit), "robot.toml")
-    line = "backend" if "backend must" in message else "power ="
+    line = "backend" if "backend:" in message else "power ="
     expected = next(i for i, s in enumerate(text.replace(*edit).splitlines(), 1) if line in s)
     assert str(err.value).startswith(f"robot.toml:{expected}:")

@@ -198,7 +198,8 @@ def test_scan_mode_is_checked_where_it_is_written(tmp_path):
     ok = parse_robot_config(text + 'scan_mode = "Express"\n', "r.toml", run_dir=tmp_path)
     assert ok.device("front").options["scan_mode"] == "Express"
     bad = text + 'scan_mode = "not a mode!"\n'
-    with pytest.raises(ConfigError, match=r"^r\.toml:\d+: .*scan_mode is 'typical' or") as err:
+    must = r"^r\.toml:\d+: devices\[0\]\.scan_mode: must be 'typical' or"
+    with pytest.raises(ConfigError, match=must) as err:
         parse_robot_config(bad, "r.toml", run_dir=tmp_path)
     line = next(i for i, s in enumerate(bad.splitlines(), 1) if s.startswith("scan_mode"))
     assert str(err.value).startswith(f"r.toml:{line}:")

@@ -47,17 +47,32 @@ def test_shipped_examples_are_valid(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("edit", "needle", "nth", "message"),
     [
-        (('kind = "ld19"', 'kind = "ld20"'), 'kind = "ld20"', 1, "unknown kind 'ld20'"),
-        (('port = "/dev/sensorbench/top"\n', ""), "[[devices]]", 2, "missing 'port'"),
+        (
+            ('kind = "ld19"', 'kind = "ld20"'),
+            'kind = "ld20"',
+            1,
+            "devices[1].kind: must be one of ['ld19', 'ld06', 'a1', 'pods'], got 'ld20'",
+        ),
+        (('port = "/dev/sensorbench/top"\n', ""), "[[devices]]", 2, "devices[1].port: is required"),
         (('name = "top"', 'name = "front"'), 'name = "front"', 2, "duplicate device name"),
-        (("yaw_rad = 3.14159", "yaw = 3.14159"), "yaw = 3.14159", 1, "must carry units"),
+        (
+            ("yaw_rad = 3.14159", "yaw = 3.14159"),
+            "yaw = 3.14159",
+            1,
+            "devices[1].mount.yaw: unknown key (known keys here: x_m, y_m, yaw_deg, yaw_rad)",
+        ),
         (
             ("x_m = 0.2, y_m = 0.0, yaw_deg = 0", "x = 0.2, y = 0.0, yaw_deg = 0"),
             "x = 0.2",
             1,
-            "must carry units",
+            "devices[0].mount.x: unknown key (known keys here: x_m, y_m, yaw_deg, yaw_rad)",
         ),
-        (("gap_s = 0.5", "gap_s = -1"), "gap_s = -1", 1, "'gap_s' must be >= 0"),
+        (
+            ("gap_s = 0.5", "gap_s = -1"),
+            "gap_s = -1",
+            1,
+            "devices[1].gap_s: must be in [0, 60], got -1",
+        ),
         (('protocol = "csv"', 'protocol = "json"'), 'protocol = "json"', 1, "protocol"),
         (
             ('port = "/dev/sensorbench/pods"', 'port = "/dev/sensorbench/top"'),
@@ -67,7 +82,12 @@ def test_shipped_examples_are_valid(tmp_path) -> None:
         ),
         (("gap_s = 1.0", 'order = ["front", "top"]'), "order = ", 1, "exactly once"),
         (('kind = "a1"', 'kind = "a1"\nserial = "xyz"'), 'serial = "xyz"', 1, "32 hex digits"),
-        (("[powerup]", "[power_up]"), "[power_up]", 1, "unknown table"),
+        (
+            ("[powerup]", "[power_up]"),
+            "[power_up]",
+            1,
+            "power_up: unknown key (known keys here: devices, emulation, pods, powerup, robot)",
+        ),
         (('name = "t"', 'name = "t'), 'name = "t', 1, "invalid TOML"),
     ],
 )
@@ -100,10 +120,10 @@ def test_capture_refuses_a_bad_config_before_opening_any_device(tmp_path) -> Non
     assert res.exit_code == 2
     line = _line_of(text, 'kind = "lidar"')
     assert f"robot.toml:{line}: " in res.output
-    assert "unknown kind 'lidar'" in res.output
+    assert "devices[1].kind: must be one of" in res.output and "got 'lidar'" in res.output
     assert not out.exists()
     res = CliRunner().invoke(cli, ["bringup", "--config", str(cfg)])
-    assert res.exit_code == 2 and "unknown kind" in res.output
+    assert res.exit_code == 2 and "got 'lidar'" in res.output
 
 
 def test_capture_refuses_an_unwritable_output_before_bringup(tmp_path) -> None:

@@ -81,10 +81,10 @@ def test_unknown_key_in_any_robot_table_is_refused(tmp_path, table, anchor, typo
     with pytest.raises(ConfigError) as err:
         load_robot_config(path)
     line = _line_of(text, typo)
-    assert str(err.value).startswith(f"{path}:{line}: [{table}]: unknown key '{key}'")
+    assert str(err.value).startswith(f"{path}:{line}: {table}.{key}: unknown key")
     # the capture command exits 2 with the same message, before touching any device
     r = CliRunner().invoke(cli, ["capture", "--config", str(path), "-o", str(tmp_path / "s.h5")])
-    assert r.exit_code == 2 and f"unknown key '{key}'" in r.output
+    assert r.exit_code == 2 and f"{table}.{key}: unknown key" in r.output
 
 
 def test_robot_config_with_a_bom_is_read(tmp_path) -> None:

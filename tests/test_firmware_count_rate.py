@@ -57,7 +57,8 @@ def test_bringup_warns_when_the_top_speed_exceeds_the_boards_count_rate(
 
 def test_an_unknown_board_is_refused_where_it_is_written(tmp_path):
     text = CONFIG.format(run_dir=tmp_path, cpr=2000, board="esp32")
-    with pytest.raises(ConfigError, match=r"^r\.toml:\d+: \[pods\] board must be one of"):
+    must = r"^r\.toml:\d+: pods\.board: must be one of \[.*\], got 'esp32'"
+    with pytest.raises(ConfigError, match=must):
         parse_robot_config(text, "r.toml", run_dir=tmp_path)
 
 
