@@ -18,7 +18,7 @@ from typing import Any
 from sensorbench import __version__
 from sensorbench.errors import ModelFileError
 from sensorbench.logs.atomic_output import regular_input
-from sensorbench.logs.model_keys import SCHEMAS, note, unknown_key, wrong_value
+from sensorbench.logs.model_keys import SCHEMAS, check_document, note
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -225,9 +225,5 @@ def read_model(
     doc = load_document(path)
     check_envelope(doc, str(path), kind, format_version, units, what)
     if keys is not None:
-        bad = unknown_key(doc, keys)
-        if bad:
-            raise ModelFileError(f"{path}: unknown key {bad!r} in a {kind!r} model file")
-        if wrong := wrong_value(doc, keys):
-            raise ModelFileError(f"{path}: {wrong}")
+        check_document(doc, keys, str(path))
     return doc

@@ -4,8 +4,8 @@ refuse any other key or a value of the wrong type.
 A schema maps each known key to a :class:`Key` (its note and value rule ``(test, what it
 must be)``), to a nested schema (its own note under ``""``, the rule of unnamed keys
 under ``"*"``) or to a one-element list for an array of tables (``[[pod]]``). Every
-loader checks the whole document and names the first unknown key with the file; the
-writer puts each key's note on the line above it. Tables marked as a report
+loader checks the whole document and names the first unknown key or wrong value with the
+file; the writer puts each key's note on the line above it. Tables marked as a report
 (``provenance``, ``fit``, ``report``) are free-form and never read back.
 """
 
@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 import reprlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from sensorbench.errors import ModelFileError
+from sensorbench.logs.toml_schema import KeyPath, SchemaError
 
 AXES: tuple[str, ...] = ("x", "y", "theta")
 """The filters' axes in the robot frame, in column order everywhere (x forward m,
@@ -371,43 +374,38 @@ def note(schema: Mapping[str, Any], path: str) -> str | None:
     return key.note if key is not None and key.note else None
 
 
-def _walk(
-    doc: Mapping[str, Any], schema: Mapping[str, Any], prefix: str
-) -> Iterator[tuple[bool, str]]:
-    """Every problem of ``doc`` against ``schema``, in document order: ``(True, dotted name)``
-    for a key the schema does not know, ``(False, what is wrong)`` for a value that breaks
-    its :class:`Key`'s rule, is no table (array of tables) where the schema has one, or
-    repeats a ``name`` in an array of tables."""
+def check_document(doc: Mapping[str, Any], schema: Mapping[str, Any], source: str) -> None:
+    """ModelFileError ``source: dotted.key: what is wrong`` for the first problem of ``doc``
+    against ``schema`` (:func:`_check`)."""
+    try:
+        _check(doc, schema, ())
+    except SchemaError as exc:
+        raise ModelFileError(f"{source}: {exc}") from None
+
+
+def _check(doc: Mapping[str, Any], schema: Mapping[str, Any], path: KeyPath) -> None:
+    """Raise :class:`SchemaError` for the first key of ``doc`` (document order) that
+    ``schema`` does not know, whose value breaks its :class:`Key`'s rule, is no table (array
+    of tables) where the schema has one, or repeats a ``name`` in an array of tables."""
     for key, value in doc.items():
-        name, sub = f"{prefix}{key}", _entry(schema, key)
-        tables: list[tuple[str, Any]] = []  # (where, table) to walk with the schema ``sub``
+        where, sub = (*path, key), _entry(schema, key)
+        tables: list[tuple[KeyPath, Any]] = []  # (where, table) to check against ``sub``
         if sub is None:
-            yield True, name
-        elif isinstance(sub, Key):
+            known = ", ".join(sorted(k for k in schema if k not in ("", "*")))
+            raise SchemaError(where, f"unknown key (known keys here: {known})")
+        if isinstance(sub, Key):
             if sub.rule is not None and not sub.rule[0](value):
-                yield False, f"{name!r} = {reprlib.repr(value)} is not {sub.rule[1]}"
+                raise SchemaError(where, f"must be {sub.rule[1]}, got {reprlib.repr(value)}")
         elif isinstance(sub, Mapping):
-            tables = [(name, value)]
+            tables = [(where, value)]
         elif not isinstance(value, list):
-            yield False, f"{name!r} = {value!r} is not an array of tables ([[{key}]])"
+            raise SchemaError(where, f"must be an array of tables ([[{key}]]), got {value!r}")
         else:
             names = [repr(v["name"]) for v in value if isinstance(v, Mapping) and "name" in v]
             if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
-                yield False, f"two [[{key}]] tables are named {dup} (names must be unique)"
-            tables, sub = [(f"{name}[{i}]", v) for i, v in enumerate(value)], sub[0]
-        for where, table in tables:
-            if isinstance(table, Mapping):
-                yield from _walk(table, sub, f"{where}.")
-            else:
-                yield False, f"{where!r} = {table!r} is not a table"
-
-
-def unknown_key(doc: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """The dotted name of the first key of ``doc`` that ``schema`` does not know, or None."""
-    return next((text for unknown, text in _walk(doc, schema, "") if unknown), None)
-
-
-def wrong_value(doc: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """``'name' = value is not what it must be`` (or another :func:`_walk` problem) for the
-    first value of ``doc`` that breaks ``schema``; None when every value keeps its rule."""
-    return next((text for unknown, text in _walk(doc, schema, "") if not unknown), None)
+                raise SchemaError(where, f"two [[{key}]] tables are named {dup} (must be unique)")
+            tables, sub = [((*where, i), v) for i, v in enumerate(value)], sub[0]
+        for at, table in tables:
+            if not isinstance(table, Mapping):
+                raise SchemaError(at, f"must be a table, got {table!r}")
+            _check(table, sub, at)

@@ -35,7 +35,7 @@ from sensorbench.logs.model_file import (
     model_document,
     write_document,
 )
-from sensorbench.logs.model_keys import POSE_ERROR_KEYS, unknown_key, wrong_value
+from sensorbench.logs.model_keys import POSE_ERROR_KEYS, check_document
 
 PARAMS: tuple[str, ...] = ("sigma_b", "sigma", "tau_s", "sigma_v")
 """Parameter names, in the column order of every parameter array."""
@@ -758,11 +758,7 @@ class PoseErrorModel:
     def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> PoseErrorModel:
         """Parse a model document; ModelFileError naming the missing or unknown key."""
         check_envelope(doc, source, MODEL_KIND, FORMAT_VERSION, READ_UNITS, "pose-error")
-        bad = unknown_key(doc, POSE_ERROR_KEYS)
-        if bad:
-            raise ModelFileError(f"{source}: unknown key {bad!r} in a pose-error model file")
-        if mistyped := wrong_value(doc, POSE_ERROR_KEYS):
-            raise ModelFileError(f"{source}: {mistyped}")
+        check_document(doc, POSE_ERROR_KEYS, source)
         meta = doc["model"]
         try:
             axes = {}
