@@ -10,7 +10,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from sensorbench.drivers import pods_kind
 from sensorbench.drivers.device_kinds import get_kind, kind_names
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError
+from sensorbench.logs import toml_schema
 from sensorbench.logs.schema import name_conflict
 from sensorbench.logs.toml_schema import FL, F, Free, I, KeyPath, S, SchemaError, Table, Tables
 
@@ -361,12 +361,7 @@ class _Validator:
         return devices
 
     def run(self) -> RobotConfig:
-        try:
-            raw = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as exc:
-            m = re.search(r"line (\d+)", str(exc))
-            line = m.group(1) if m else 0
-            raise ConfigError(f"{self.source}:{line}: invalid TOML: {exc}") from exc
+        raw = toml_schema.parse_toml(self.text, self.source, ConfigError)
         try:
             return self.check(raw)
         except SchemaError as exc:
@@ -408,10 +403,5 @@ def load_robot_config(
     path: str | os.PathLike[str], run_dir: str | os.PathLike[str] | None = None
 ) -> RobotConfig:
     """Read and validate a robot.toml file (see :func:`parse_robot_config`)."""
-    from sensorbench.logs.atomic_output import regular_input
-
-    try:
-        text = regular_input(path, ConfigError).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the robot configuration: {exc}") from exc
+    text = toml_schema.read_text(path, ConfigError, "robot configuration")
     return parse_robot_config(text, os.fspath(path), run_dir)

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import textwrap
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from sensorbench import __version__
 from sensorbench.errors import ModelFileError
 from sensorbench.logs.atomic_output import regular_input
 from sensorbench.logs.model_keys import SCHEMAS, check_document, note
+from sensorbench.logs.toml_schema import parse_toml, read_text
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -158,13 +158,7 @@ def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         ModelFileError: the file cannot be read or is not TOML.
     """
-    path = regular_input(path, ModelFileError, "model file")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise ModelFileError(f"{path}: cannot read model file: {exc}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ModelFileError(f"{path}: cannot read model file: not TOML ({exc})") from exc
+    return parse_toml(read_text(path, ModelFileError, "model file"), str(path), ModelFileError)
 
 
 def check_envelope(

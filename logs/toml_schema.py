@@ -7,10 +7,15 @@ turns it into its own error type naming the file (scenarios: ``SimError``, robot
 from __future__ import annotations
 
 import copy
+import os
+import re
 import sys
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from sensorbench.errors import SensorbenchError
 
 KeyPath = tuple[str | int, ...]
 """Keys and array indices from the document's root, e.g. ``("devices", 1, "mount")``."""
@@ -27,6 +32,27 @@ class SchemaError(ValueError):
     def __init__(self, path: KeyPath, message: str) -> None:
         super().__init__(f"{dotted(path)}: {message}" if path else message)
         self.path = path
+
+
+def read_text(path: str | os.PathLike[str], error: type[SensorbenchError], what: str) -> str:
+    """The text of the regular file ``path`` (UTF-8, a byte-order mark dropped); ``error``
+    ``PATH: cannot read WHAT: why`` when it cannot be read."""
+    from sensorbench.logs.atomic_output import regular_input  # imports click: not at load
+
+    checked = regular_input(path, error, what)
+    try:
+        return checked.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{checked}: cannot read {what}: {exc}") from None
+
+
+def parse_toml(text: str, source: str, error: type[SensorbenchError]) -> dict[str, Any]:
+    """``text`` parsed; ``error`` ``SOURCE:LINE: not valid TOML (why)`` when it is not."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = m.group(1) if (m := re.search(r"line (\d+)", str(exc))) else 0
+        raise error(f"{source}:{line}: not valid TOML ({exc})") from None
 
 
 class Spec:

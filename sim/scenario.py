@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.errors import ModelFileError, SimError
+from sensorbench.logs import toml_schema
 from sensorbench.logs.model_file import dumps_toml, read_model
 from sensorbench.logs.model_keys import POSE_AXES, POSE_ERROR_KEYS
 from sensorbench.logs.toml_schema import FL, B, F, I, KeyPath, S, SchemaError, Table, Tables
@@ -382,11 +382,7 @@ class Scenario:
 def parse_scenario(text: str, source: str, name: str) -> Scenario:
     """Parse and validate scenario TOML ``text`` (``source`` names it in errors)."""
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SimError(f"{source}: not valid TOML: {exc}") from None
-    return _from_raw(raw, text, source, name)
+    return _from_raw(toml_schema.parse_toml(text, source, SimError), text, source, name)
 
 
 def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:
@@ -422,15 +418,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                 " (or give a path to a .toml file)"
             )
         p = candidate
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise SimError(f"cannot read scenario {str(p)!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SimError(
-            f"{p}: byte {exc.start} is not UTF-8 ({exc.reason}); a scenario is a UTF-8 TOML file"
-        ) from None
-    return parse_scenario(text, str(p), p.stem)
+    return parse_scenario(toml_schema.read_text(p, SimError, "scenario"), str(p), p.stem)
 
 
 def pose_model_overrides(path: str | Path) -> dict:

@@ -88,7 +88,7 @@ def test_shipped_examples_are_valid(tmp_path) -> None:
             1,
             "power_up: unknown key (known keys here: devices, emulation, pods, powerup, robot)",
         ),
-        (('name = "t"', 'name = "t'), 'name = "t', 1, "invalid TOML"),
+        (('name = "t"', 'name = "t'), 'name = "t', 1, "not valid TOML"),
     ],
 )
 def test_bad_configuration_is_refused_naming_the_line(edit, needle, nth, message) -> None:

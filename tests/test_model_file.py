@@ -194,7 +194,7 @@ def test_a_resaved_old_pose_model_moves_its_stamp_to_the_envelope(tmp_path: Path
 
 BREAKS = {
     "missing": (None, "no such file"),
-    "not TOML": (lambda t: t + "\n[[[", "not TOML"),
+    "not TOML": (lambda t: t + "\n[[[", "not valid TOML"),
     "other kind": (lambda t: t.replace('kind = "', 'kind = "other_', 1), "not a .* model"),
     "newer version": (lambda t: t.replace("format_version = 1", "format_version = 9"), "newer"),
     "string version": (
