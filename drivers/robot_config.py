@@ -230,7 +230,7 @@ _DOC = Table({
         "footprint_m": FL([], inner=2, lo=-MAX_MOUNT_M, hi=MAX_MOUNT_M)}),
     "powerup": Table({"order": Free(), "gap_s": F(3.0, 0, MAX_WAIT_S),
         "timeout_s": F(10.0, 0.1, MAX_TIMEOUT_S), "backend": S("none", POWER_BACKENDS)}),
-    "pods": Free(),
+    "pods": _PODS,
     "emulation": Table({"scenario": S("square", test=str.strip, what="a scenario name or path"),
         "seed": I(0, 0, 2**63 - 1)}),
     "devices": Free(),
@@ -325,8 +325,8 @@ class _Validator:
             port=self.port(out["port"], (*path, "port")), baud=out["baud"], mount=mount,
             gap_s=out["gap_s"], timeout_s=out["timeout_s"], line=self.where.find(*path), **extra)
 
-    def pods(self, table: Any) -> PodGeometry:
-        out = _PODS.check(table, ("pods",))
+    def pods(self, out: dict) -> PodGeometry:
+        """The pod geometry of the checked ``[pods]`` table."""
         if not out["wheels"]:
             raise SchemaError(("pods", "wheels"), "must list at least one wheel")
         wheels = tuple(PodWheel(w["x_m"], w["y_m"], _angle(w, ("pods", "wheels", k),
@@ -386,7 +386,8 @@ class _Validator:
         if 0 < len(footprint) < 3:
             raise SchemaError(("robot", "footprint_m"), "must list at least 3 [x, y] points")
         emulation = raw.get("emulation", {})
-        return RobotConfig(name=doc["robot"]["name"] or Path(self.source).stem,
+        name = doc["robot"]["name"]
+        return RobotConfig(name=Path(self.source).stem if name is None else name,
             devices=tuple(devices), powerup_order=tuple(order), footprint_m=footprint,
             pods=pods, text=self.text, source=self.source, extra={"emulation": emulation,
                 "emulation_lines": {k: self.where.find("emulation", k) for k in emulation}})

@@ -1,8 +1,9 @@
-"""A parsed TOML document checked against a declarative schema: one spec per key (its
-default and value rule), tables of specs and arrays of tables. A refused value raises
-:class:`SchemaError` naming its key path, the value and what was expected; each loader
-turns it into its own error type naming the file (scenarios: ``SimError``, robot.toml:
-``ConfigError`` with the line)."""
+"""TOML files read (:func:`read_text`, :func:`parse_toml`) and checked against a
+declarative schema: one spec per key (its default and value rule), tables of specs and
+arrays of tables. A refused value raises :class:`SchemaError` naming its key path, the
+value and what was expected; each loader turns it into its own error type naming the file
+(scenarios: ``SimError``; robot.toml: ``ConfigError`` with the line; model files, whose
+schemas are ``logs/model_keys.py``'s: ``ModelFileError``)."""
 
 from __future__ import annotations
 
