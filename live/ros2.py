@@ -25,6 +25,8 @@ from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PREDICTED, PoseDatagram
 from sensorbench.logs import LidarTurns, PoseFlag
 from sensorbench.logs.ros2_cdr import (
+    BODY_FRAME,
+    ODOM_FRAME,
     OK,
     STALE,
     WARN,
@@ -53,8 +55,8 @@ class Ros2Options:
     """
 
     domain: int = 0
-    odom_frame: str = "odom"
-    base_frame: str = "base_link"
+    odom_frame: str = ODOM_FRAME
+    base_frame: str = BODY_FRAME
     scan_frame: str | None = None
     stale_s: float = 1.0
     tf: bool = True

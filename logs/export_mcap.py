@@ -18,7 +18,8 @@ import numpy as np
 from sensorbench.errors import SessionError
 from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
-from sensorbench.logs.rosbag_streams import BODY_FRAME, SEQ_JOINT, YAW_JOINT, Progress
+from sensorbench.logs.ros2_cdr import BODY_FRAME, ODOM_FRAME
+from sensorbench.logs.rosbag_streams import SEQ_JOINT, YAW_JOINT, Progress
 from sensorbench.logs.scan_bins import ScanGrid, bin_turn, range_max
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 from sensorbench.logs.values import Batch, exportable
@@ -42,8 +43,6 @@ def _latched_qos() -> Any:
     )  # fmt: skip
 
 
-_EVENT_LEVEL = {"error": ros2_cdr.ERROR, "unplug": ros2_cdr.WARN, "stale": ros2_cdr.WARN,
-                "overrun": ros2_cdr.WARN, "crc_burst": ros2_cdr.WARN}  # fmt: skip
 
 
 @dataclass
@@ -191,7 +190,7 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
     extra = {k: group[k][:] if kept is None else group[k][:][kept]
              for k in ODOMETRY_COLUMNS if k in group}  # fmt: skip
     attrs = stream.attrs
-    parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
+    parent = _frame(attrs, "ros_frame_id", ODOM_FRAME if child else "world")
     keep = np.flatnonzero(pb.valid)
     rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
     stamps = pb.t_ns + b.offset
@@ -263,7 +262,7 @@ def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Itera
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
     for e in sorted(s.events(), key=lambda e: e.t_ns):
-        level = _EVENT_LEVEL.get(e.kind, ros2_cdr.OK)
+        level = ros2_cdr.EVENT_LEVEL.get(e.kind, ros2_cdr.OK)
         msg = b.diagnostics(int(e.t_ns), level, e.source, e.message, {"kind": e.kind})
         yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
 
@@ -274,7 +273,7 @@ def _odometry_items(b: _Builder, track: OdometryTrack) -> Iterator[Item]:
         t = int(track.t_ns[k])
         cov = (track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0, track.var[k, 2])
         odom, tf = ros2_cdr.planar_odometry(
-            b.stamp(t), ("odom", BODY_FRAME), track.pose[k], cov, track.velocity[k],
+            b.stamp(t), (ODOM_FRAME, BODY_FRAME), track.pose[k], cov, track.velocity[k],
             track.velocity_var[k],
         )  # fmt: skip
         yield t, 2, "/odom", "nav_msgs/msg/Odometry", odom

@@ -21,6 +21,11 @@ _U32 = struct.Struct("<I")
 _STAMP = struct.Struct("<iI")  # builtin_interfaces/Time: sec, nanosec
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 """diagnostic_msgs/DiagnosticStatus levels."""
+EVENT_LEVEL = {"error": ERROR, **dict.fromkeys(("unplug", "stale", "overrun", "crc_burst",
+                                                "degraded"), WARN)}  # fmt: skip
+"""The level of a session event by its kind (any other: OK)."""
+ODOM_FRAME, BODY_FRAME = "odom", "base_link"
+"""REP 105's odometry frame and the robot's body frame (lidar mounts are relative to it)."""
 
 
 @functools.lru_cache(maxsize=256)

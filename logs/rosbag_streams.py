@@ -46,8 +46,6 @@ SEQ_JOINT = "seq"
 """JointState entry holding an encoder stream's frame sequence numbers (our export's)."""
 YAW_JOINT = "imu_yaw"
 """JointState entry holding IMU yaw (position, rad) and yaw rate (velocity, rad/s)."""
-BODY_FRAME = "base_link"
-"""The robot's body frame: lidar mounts are read from ``/tf_static`` relative to it."""
 
 _SPEC = re.compile(
     r"^(?P<topic>[^=\[\]]+?)(\[(?P<child>[^\]]+)\])?=(?P<name>[^:]+)(:(?P<kind>.+))?$"
