@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
@@ -32,9 +30,8 @@ from sensorbench.logs.ros2_cdr import (
     WARN,
     diagnostics,
     laser_scan,
+    mounts_tf,
     planar_odometry,
-    tf_message,
-    yaw_quat,
 )
 from sensorbench.logs.scan_bins import ScanGrid, binned_turns, range_max
 
@@ -204,13 +201,13 @@ class Ros2Publisher:
 
     def scan(self, name: str, turns: LidarTurns) -> None:
         """A lidar's new turns."""
-        self.queue.put((name, turns))
+        self.queue.put((self._lidar, name, turns))
 
     def merged(self, turns: LidarTurns) -> None:
         """New merged scans (base frame)."""
         self._last_merged = time.monotonic()
         self._merged += turns.n_turns
-        self.queue.put(("", turns))
+        self.queue.put((self._merged_scan, turns))
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
@@ -226,12 +223,8 @@ class Ros2Publisher:
         while True:
             item = self.queue.get(0.1)
             try:
-                if item is not None:
-                    name, turns = item
-                    if name:
-                        self._lidar(name, turns)
-                    else:
-                        self._merged_scan(turns)
+                if item is not None:  # (publish, its arguments)
+                    item[0](*item[1:])
                 now = time.monotonic()
                 statuses = self.health(now)
                 stale = [h.name for h in statuses if h.level == STALE]
@@ -257,12 +250,10 @@ class Ros2Publisher:
         return self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1])
 
     def _static(self) -> None:
-        stamp = self._stamp(time.monotonic_ns())
-        base = self.options.base_frame
-        tfs = [(stamp, base, name, np.array([mt.x, mt.y, 0.0, *yaw_quat(mt.yaw)]))
-               for name, mt in self.mounts.items()]  # fmt: skip
-        if tfs:
-            self._write("/tf_static", tf_message(tfs))
+        mounts = [(name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        if mounts:
+            stamp = self._stamp(time.monotonic_ns())
+            self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))
 
     def _lidar(self, name: str, turns: LidarTurns) -> None:
         for k, pts, b in binned_turns(self._grids, name, turns):

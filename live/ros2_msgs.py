@@ -1,45 +1,23 @@
 """The ROS 2 message types ``live --ros2`` publishes, as DDS types named as ROS 2 names them.
 
-Each struct is the IDL that ``rosidl`` generates from the ``.msg`` (ROS 2 Humble and
-later): module ``pkg::msg::dds_``, struct name with a trailing ``_``, fields in the
-``.msg``'s order, ``T[N]`` a fixed array, ``T[]`` a sequence, ``byte`` an octet, every
-struct final (plain CDR, as ``rmw_cyclonedds`` and Fast DDS write). A sample is its CDR
-bytes (:mod:`~sensorbench.logs.ros2_cdr`): ``ODOMETRY(data)``; the binding's generic
+Each struct is the IDL that ``rosidl`` generates from a ROS 2 Humble ``.msg``, whose
+fields are read from rosbags' type store (the definitions the MCAP export writes):
+module ``pkg::msg::dds_``, struct name with a trailing ``_``, fields in the ``.msg``'s
+order, ``T[N]`` a fixed array, ``T[]`` a sequence, every struct final (plain CDR, as
+``rmw_cyclonedds`` and Fast DDS write). A sample is its CDR bytes
+(:mod:`~sensorbench.logs.ros2_cdr`): ``ODOMETRY(data)``; the binding's generic
 serializer takes milliseconds for a scan's thousands of rays.
 """
 
-import re
 from typing import Any, cast
 
 from cyclonedds.idl import IdlMeta, IdlStruct
 from cyclonedds.idl import types as idl
+from rosbags.interfaces import Nodetype
+from rosbags.typesys import Stores, get_typestore
 
-# Each message as its .msg file declares it; a type is declared before a message uses it.
-_MSGS = """
-builtin_interfaces/Time: int32 sec, uint32 nanosec
-std_msgs/Header: builtin_interfaces/Time stamp, string frame_id
-geometry_msgs/Point: float64 x, float64 y, float64 z
-geometry_msgs/Vector3: float64 x, float64 y, float64 z
-geometry_msgs/Quaternion: float64 x, float64 y, float64 z, float64 w
-geometry_msgs/Pose: geometry_msgs/Point position, geometry_msgs/Quaternion orientation
-geometry_msgs/PoseWithCovariance: geometry_msgs/Pose pose, float64[36] covariance
-geometry_msgs/Twist: geometry_msgs/Vector3 linear, geometry_msgs/Vector3 angular
-geometry_msgs/TwistWithCovariance: geometry_msgs/Twist twist, float64[36] covariance
-nav_msgs/Odometry: std_msgs/Header header, string child_frame_id,
-  geometry_msgs/PoseWithCovariance pose, geometry_msgs/TwistWithCovariance twist
-geometry_msgs/Transform: geometry_msgs/Vector3 translation, geometry_msgs/Quaternion rotation
-geometry_msgs/TransformStamped: std_msgs/Header header, string child_frame_id,
-  geometry_msgs/Transform transform
-tf2_msgs/TFMessage: geometry_msgs/TransformStamped[] transforms
-sensor_msgs/LaserScan: std_msgs/Header header, float32 angle_min, float32 angle_max,
-  float32 angle_increment, float32 time_increment, float32 scan_time, float32 range_min,
-  float32 range_max, float32[] ranges, float32[] intensities
-diagnostic_msgs/KeyValue: string key, string value
-diagnostic_msgs/DiagnosticStatus: byte level, string name, string message,
-  string hardware_id, diagnostic_msgs/KeyValue[] values
-diagnostic_msgs/DiagnosticArray: std_msgs/Header header,
-  diagnostic_msgs/DiagnosticStatus[] status
-"""
+_STORE = get_typestore(Stores.ROS2_HUMBLE)
+_STRUCTS: dict[str, Any] = {}
 
 
 def _init(self: Any, data: bytes) -> None:
@@ -50,24 +28,32 @@ def _serialize(self: Any, *_: Any, **__: Any) -> bytes:
     return self.data
 
 
-def _types() -> dict[str, Any]:
-    seq, arr = cast(Any, idl.sequence), cast(Any, idl.array)  # no types mypy can index
-    types: dict[str, Any] = {"string": str}
-    types |= {t: getattr(idl, t) for t in ("int32", "uint32", "float32", "float64", "byte")}
-    for decl in re.split(r"\n(?=\S)", _MSGS.strip()):
-        name, body = decl.split(":", 1)
-        pkg, msg = name.split("/")
-        ns: Any = IdlMeta.__prepare__(f"{msg}_", (IdlStruct,), typename=f"{pkg}::msg::dds_::{msg}_")
+def _struct(msgtype: str) -> Any:
+    """The DDS struct of ``msgtype`` (``pkg/msg/Name``), its fields' structs made first."""
+    if msgtype not in _STRUCTS:
+        pkg, _, name = msgtype.split("/")
+        typename = f"{pkg}::msg::dds_::{name}_"
+        ns: Any = IdlMeta.__prepare__(f"{name}_", (IdlStruct,), typename=typename)
         ns.update(__init__=_init, serialize=_serialize)
-        for kind, field in (f.split() for f in body.split(",")):
-            base, _, size = kind.partition("[")
-            t = types[base]
-            ns["__annotations__"][field] = (seq[t] if size == "]" else
-                                            arr[t, int(size[:-1])] if size else t)  # fmt: skip
-        types[name] = IdlMeta(f"{msg}_", (IdlStruct,), ns)
-    return types
+        for field, (kind, detail) in _STORE.fielddefs[msgtype][1]:
+            ns["__annotations__"][field] = _field(kind, detail)
+        _STRUCTS[msgtype] = IdlMeta(f"{name}_", (IdlStruct,), ns)
+    return _STRUCTS[msgtype]
 
 
-_T = _types()
-ODOMETRY, TF_MESSAGE = _T["nav_msgs/Odometry"], _T["tf2_msgs/TFMessage"]
-LASER_SCAN, DIAGNOSTIC_ARRAY = _T["sensor_msgs/LaserScan"], _T["diagnostic_msgs/DiagnosticArray"]
+def _field(kind: Nodetype, detail: Any) -> Any:
+    """The IDL type of a field rosbags describes as ``(kind, detail)``: a base type, a
+    message, ``T[N]`` or ``T[]``."""
+    if kind == Nodetype.BASE:
+        return str if detail[0] == "string" else getattr(idl, detail[0])
+    if kind == Nodetype.NAME:
+        return _struct(detail)
+    inner = _field(*detail[0])
+    if kind == Nodetype.ARRAY:
+        return cast(Any, idl.array)[inner, detail[1]]
+    return cast(Any, idl.sequence)[inner]
+
+
+ODOMETRY, TF_MESSAGE = _struct("nav_msgs/msg/Odometry"), _struct("tf2_msgs/msg/TFMessage")
+LASER_SCAN = _struct("sensor_msgs/msg/LaserScan")
+DIAGNOSTIC_ARRAY = _struct("diagnostic_msgs/msg/DiagnosticArray")

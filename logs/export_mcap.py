@@ -153,17 +153,15 @@ def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
 def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterator[Item]:
     stream = s.lidar(name)
     turns, _ = b.checked(f"lidar/{name}", stream.read(validate=False))
-    attrs = stream.attrs
-    frame = _frame(attrs, "ros_frame_id", name)
+    frame = _frame(stream.attrs, "ros_frame_id", name)
     if turns.n_turns == 0:
         return
     grid = ScanGrid.for_stream(turns.angle, turns.count)
     out.bins[name] = grid.n_bins
     out.points_dropped[name] = 0
     r_max = range_max(turns.range)
-    offsets = turns.offset
     for k in range(turns.n_turns):
-        lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
+        lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
         if hi == lo:
             continue
         scan = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
@@ -189,8 +187,7 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
     group = s.h5[f"pose/{name}"]
     extra = {k: group[k][:] if kept is None else group[k][:][kept]
              for k in ODOMETRY_COLUMNS if k in group}  # fmt: skip
-    attrs = stream.attrs
-    parent = _frame(attrs, "ros_frame_id", ODOM_FRAME if child else "world")
+    parent = _frame(stream.attrs, "ros_frame_id", ODOM_FRAME if child else "world")
     keep = np.flatnonzero(pb.valid)
     rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
     stamps = pb.t_ns + b.offset
@@ -247,17 +244,15 @@ def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
 
 def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
     """One latched /tf_static: base_link -> every lidar with a mount."""
-    transforms = []
+    mounts = []
     for name in names:
         attrs = s.lidar(name).attrs
-        if "mount_xy_yaw" not in attrs:
-            continue
-        x, y, yaw = (float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64))
-        frame = _frame(attrs, "ros_frame_id", name)
-        tq = np.array([x, y, 0.0, *ros2_cdr.yaw_quat(yaw)])
-        transforms.append((b.stamp(start), BODY_FRAME, frame, tq))
-    if transforms:
-        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", ros2_cdr.tf_message(transforms)
+        if "mount_xy_yaw" in attrs:
+            xy_yaw = [float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64)]
+            mounts.append((_frame(attrs, "ros_frame_id", name), xy_yaw))
+    if mounts:
+        msg = ros2_cdr.mounts_tf(b.stamp(start), BODY_FRAME, mounts)
+        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
 
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:

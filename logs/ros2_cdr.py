@@ -35,14 +35,15 @@ def _string(text: str) -> bytes:
     return _U32.pack(len(b) + 1) + b + b"\0"
 
 
-def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
-    """``tf2_msgs/TFMessage`` of (stamp ns, parent, child, translation + quaternion)."""
+def mounts_tf(t_ns: int, parent: str, mounts: Sequence[tuple[str, Sequence[float]]]) -> bytes:
+    """``tf2_msgs/TFMessage`` stamped ``t_ns`` placing each mounted ``(frame, (x, y, yaw))``
+    (m, m, rad) in ``parent``."""
     r = CdrRows(1)
-    r.u32(len(transforms))
-    for t_ns, parent, child, tq in transforms:
+    r.u32(len(mounts))
+    for child, (x, y, yaw) in mounts:
         r.header(np.array([t_ns]), parent)
         r.string(child)
-        r.column(tq, "<f8")
+        r.column([x, y, 0.0, *yaw_quat(yaw)], "<f8")
     return r.rows()[0]
 
 

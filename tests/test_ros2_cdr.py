@@ -65,13 +65,16 @@ def test_odometry_and_tf() -> None:
     got = [ros2_cdr.odometry_rows(STAMPS[k : k + 1], FRAMES, values[k : k + 1])[0]
            for k in range(N)]  # fmt: skip
     assert got == want == ros2_cdr.odometry_rows(STAMPS, FRAMES, values)
-    tfs = [(int(t), "map", f"child{k}", v[:7]) for k, (t, v) in enumerate(pairs)]
-    msg = T["tf2_msgs/msg/TFMessage"](transforms=[_tf(*x) for x in tfs])
-    assert ros2_cdr.tf_message(tfs) == _cdr(msg, "tf2_msgs/msg/TFMessage")
     one = [_cdr(T["tf2_msgs/msg/TFMessage"](transforms=[_tf(int(t), *FRAMES, v[:7])]),
                 "tf2_msgs/msg/TFMessage") for t, v in pairs]  # fmt: skip
     assert ros2_cdr.tf_rows(STAMPS, FRAMES, values[:, :7]) == one
-    assert [ros2_cdr.tf_message([(int(t), *FRAMES, v[:7])]) for t, v in pairs] == one
+    t0, base = int(STAMPS[0]), FRAMES[1]
+    for n in (0, 1, N):  # lidar mounts (x, y, yaw) in the body frame, one message
+        mounts = [(f"lidar{k}", tuple(v[:3])) for k, v in enumerate(values[:n])]
+        msg = T["tf2_msgs/msg/TFMessage"](transforms=[
+            _tf(t0, base, f, np.r_[x, y, 0.0, 0.0, 0.0, np.sin(yaw / 2), np.cos(yaw / 2)])
+            for f, (x, y, yaw) in mounts])  # fmt: skip
+        assert ros2_cdr.mounts_tf(t0, base, mounts) == _cdr(msg, "tf2_msgs/msg/TFMessage")
 
 
 def test_one_message_is_its_row_of_the_table() -> None:
