@@ -336,7 +336,7 @@ class Ros2Publisher:
 
 @dataclass(frozen=True)
 class Health:
-    """One ``diagnostic_msgs/DiagnosticStatus`` (``level``: :data:`.ros2_cdr.OK` …)."""
+    """One ``diagnostic_msgs/DiagnosticStatus``; ``level``: ros2_cdr's OK, WARN or STALE."""
 
     name: str
     level: int
