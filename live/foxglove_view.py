@@ -26,11 +26,9 @@ from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PoseDatagram
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
-from sensorbench.logs.ros2_cdr import yaw_quat
+from sensorbench.logs.ros2_cdr import BODY_FRAME, ERROR, EVENT_LEVEL, ODOM_FRAME, OK, WARN, yaw_quat
 from sensorbench.logs.scan_bins import ScanGrid, binned_turns
 
-ODOM = "odom"
-BASE = "base_link"
 PATH_STEP_NS = 100_000_000
 PATH_POSES = 2000
 EVENT_HISTORY = 100
@@ -203,7 +201,7 @@ class FoxgloveView:
             r = turns.range[lo : lo + n].astype(np.float64)
             msg = fm.LaserScan(
                 timestamp=self._stamp(int(turns.t_first_ns[k])),
-                frame_id=BASE,
+                frame_id=BODY_FRAME,
                 start_angle=0.0,
                 end_angle=2.0 * math.pi * (n - 1) / n,
                 ranges=np.where(np.isinf(r), np.nan, r).tolist(),
@@ -214,8 +212,8 @@ class FoxgloveView:
 
     def _pose(self, _: str, sample: PoseDatagram, arrivals: tuple[int, ...]) -> None:
         stamp = self._stamp(sample.stamp_ns)
-        frames = [(ODOM, BASE, sample.pose)]
-        frames += [(BASE, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        frames = [(ODOM_FRAME, BODY_FRAME, sample.pose)]
+        frames += [(BODY_FRAME, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
         transforms = [
             fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
                            translation=t, rotation=r)
@@ -224,7 +222,7 @@ class FoxgloveView:
         self._ch["/tf"].log(fm.FrameTransforms(transforms=transforms))
         position, orientation = _planar(*sample.pose)
         pose = fm.Pose(position=position, orientation=orientation)
-        self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM, pose=pose))
+        self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM_FRAME, pose=pose))
         now = time.monotonic_ns()
         self.latencies.extend(now - a for a in arrivals)
         self._count("/tf")
@@ -236,7 +234,8 @@ class FoxgloveView:
             if len(self._path) % 5 == 1:
                 poses = [fm.Pose(position=t, orientation=r)
                          for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip
-                self._ch["/path"].log(fm.PosesInFrame(timestamp=stamp, frame_id=ODOM, poses=poses))
+                path = fm.PosesInFrame(timestamp=stamp, frame_id=ODOM_FRAME, poses=poses)
+                self._ch["/path"].log(path)
                 self._count("/path")
 
     def _history(self, _: str, __: Any, ___: Any) -> None:
@@ -250,9 +249,8 @@ class FoxgloveView:
 
     def _log(self, source: str, ev: tuple[int, str, str]) -> None:
         t_ns, kind, message = ev
-        warn = kind in ("unplug", "stale", "overrun", "degraded")
-        lv = fm.LogLevel
-        level = lv.Error if kind == "error" else lv.Warning if warn else lv.Info
+        levels = {ERROR: fm.LogLevel.Error, WARN: fm.LogLevel.Warning}
+        level = levels.get(EVENT_LEVEL.get(kind, OK), fm.LogLevel.Info)
         self._ch["/events"].log(fm.Log(timestamp=self._stamp(t_ns), level=level,
                                     message=f"{kind}: {message}", name=source))  # fmt: skip
         self._count("/events")

@@ -16,20 +16,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.errors import LiveError
 from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PREDICTED, PoseDatagram
 from sensorbench.logs import LidarTurns, PoseFlag
-from sensorbench.logs.ros2_cdr import body_twist, pose_covariance, yaw_quat
-from sensorbench.logs.scan_bins import ScanGrid, binned_turns
+from sensorbench.logs.ros2_cdr import (
+    BODY_FRAME,
+    ODOM_FRAME,
+    OK,
+    STALE,
+    WARN,
+    diagnostics,
+    laser_scan,
+    mounts_tf,
+    planar_odometry,
+)
+from sensorbench.logs.scan_bins import ScanGrid, binned_turns, range_max
 
 DIAGNOSTICS_PERIOD_S = 1.0
-OK, WARN, STALE = 0, 1, 3
-"""diagnostic_msgs/DiagnosticStatus levels used."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,8 @@ class Ros2Options:
     """
 
     domain: int = 0
-    odom_frame: str = "odom"
-    base_frame: str = "base_link"
+    odom_frame: str = ODOM_FRAME
+    base_frame: str = BODY_FRAME
     scan_frame: str | None = None
     stale_s: float = 1.0
     tf: bool = True
@@ -144,12 +150,12 @@ class Ros2Publisher:
 
         try:
             dp = self._participant = DomainParticipant(self.options.domain)
-            topics = [("/odom", m.Odometry, "odom"), ("/tf", m.TFMessage, "tf"),
-                      ("/tf_static", m.TFMessage, "static"),
-                      ("/diagnostics", m.DiagnosticArray, "reliable")]  # fmt: skip
+            topics = [("/odom", m.ODOMETRY, "odom"), ("/tf", m.TF_MESSAGE, "tf"),
+                      ("/tf_static", m.TF_MESSAGE, "static"),
+                      ("/diagnostics", m.DIAGNOSTIC_ARRAY, "reliable")]  # fmt: skip
             if self.has_merge:
-                topics.append(("/scan", m.LaserScan, "sensor"))
-            topics += [(f"/{name}/scan", m.LaserScan, "sensor") for name in self.mounts]
+                topics.append(("/scan", m.LASER_SCAN, "sensor"))
+            topics += [(f"/{name}/scan", m.LASER_SCAN, "sensor") for name in self.mounts]
             for topic, kind, qos in topics:
                 q = _qos(qos)
                 self._writers[topic] = DataWriter(dp, Topic(dp, "rt" + topic, kind, qos=q), qos=q)
@@ -178,19 +184,10 @@ class Ros2Publisher:
         """One filtered frame or prediction (its velocity variances m²/s², m²/s², rad²/s²):
         ``/odom``, and ``/tf`` for a frame (the calling thread writes: keep-last writers
         never wait)."""
-        from sensorbench.live import ros2_msgs as m
-
         o = self.options
-        stamp = self._stamp(datagram.stamp_ns)
-        x, y, yaw = datagram.pose
-        q = m.Quaternion(*yaw_quat(yaw))
-        twist, tcov = body_twist(yaw, datagram.velocity, velocity_var)
-        odom = m.Odometry(
-            m.Header(stamp, o.odom_frame),
-            o.base_frame,
-            m.PoseWithCovariance(m.Pose(m.Point(x, y, 0.0), q),
-                                 pose_covariance(datagram.covariance)),
-            m.TwistWithCovariance(m.Twist(m.Vector3(*twist[:3]), m.Vector3(*twist[3:])), tcov),
+        odom, tf = planar_odometry(
+            self._stamp(datagram.stamp_ns), (o.odom_frame, o.base_frame), datagram.pose,
+            datagram.covariance, datagram.velocity, velocity_var,
         )  # fmt: skip
         predicted = bool(datagram.flags & PREDICTED)
         self._predicting = predicted
@@ -200,19 +197,17 @@ class Ros2Publisher:
             self._steps += 1
         self._write("/odom", odom)
         if not predicted and o.tf:
-            tf = m.TransformStamped(m.Header(stamp, o.odom_frame), o.base_frame,
-                                    m.Transform(m.Vector3(x, y, 0.0), q))  # fmt: skip
-            self._write("/tf", m.TFMessage([tf]))
+            self._write("/tf", tf)
 
     def scan(self, name: str, turns: LidarTurns) -> None:
         """A lidar's new turns."""
-        self.queue.put((name, turns))
+        self.queue.put((self._lidar, name, turns))
 
     def merged(self, turns: LidarTurns) -> None:
         """New merged scans (base frame)."""
         self._last_merged = time.monotonic()
         self._merged += turns.n_turns
-        self.queue.put(("", turns))
+        self.queue.put((self._merged_scan, turns))
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
@@ -228,12 +223,8 @@ class Ros2Publisher:
         while True:
             item = self.queue.get(0.1)
             try:
-                if item is not None:
-                    name, turns = item
-                    if name:
-                        self._lidar(name, turns)
-                    else:
-                        self._merged_scan(turns)
+                if item is not None:  # (publish, its arguments)
+                    item[0](*item[1:])
                 now = time.monotonic()
                 statuses = self.health(now)
                 stale = [h.name for h in statuses if h.level == STALE]
@@ -246,54 +237,31 @@ class Ros2Publisher:
             if item is None and self._stop.is_set():
                 return
 
-    def _write(self, topic: str, msg: Any) -> None:
+    def _write(self, topic: str, cdr: bytes) -> None:
         try:
-            self._writers[topic].write(msg)
+            writer = self._writers[topic]
+            writer.write(writer.data_type(cdr))
             self.published[topic] = self.published.get(topic, 0) + 1
         except Exception as exc:  # counted and kept, never raised into a worker
             self.last_error = f"ROS 2 {topic}: {exc!r}"
 
-    def _stamp(self, t_ns: int) -> Any:
-        from sensorbench.live.ros2_msgs import Time
-
-        return Time.from_ns(self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1]))
+    def _stamp(self, t_ns: int) -> int:
+        """A monotonic time's stamp (ns since 1970)."""
+        return self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1])
 
     def _static(self) -> None:
-        from sensorbench.live import ros2_msgs as m
-
-        stamp = self._stamp(time.monotonic_ns())
-        tfs = [
-            m.TransformStamped(m.Header(stamp, self.options.base_frame), name,
-                               m.Transform(m.Vector3(mt.x, mt.y, 0.0),
-                                           m.Quaternion(*yaw_quat(mt.yaw))))
-            for name, mt in self.mounts.items()
-        ]  # fmt: skip
-        if tfs:
-            self._write("/tf_static", m.TFMessage(tfs))
+        mounts = [(name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        if mounts:
+            stamp = self._stamp(time.monotonic_ns())
+            self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))
 
     def _lidar(self, name: str, turns: LidarTurns) -> None:
-        from sensorbench.live import ros2_msgs as m
-
         for k, pts, b in binned_turns(self._grids, name, turns):
-            speed, r = float(turns.speed_hz[k]), turns.range[pts]
-            msg = m.LaserScan(
-                m.Header(self._stamp(b.stamp_ns), name),
-                float(b.angle_min),
-                float(b.angle_min + (b.ranges.size - 1) * b.increment),
-                float(b.increment),
-                b.time_increment,
-                1.0 / speed if math.isfinite(speed) and speed > 0
-                else abs(b.time_increment) * b.ranges.size,
-                0.0,
-                _range_max(r),
-                b.ranges,
-                b.intensities,
-            )  # fmt: skip
+            msg = b.laser_scan(self._stamp(b.stamp_ns), name, float(turns.speed_hz[k]),
+                               range_max(turns.range[pts]))  # fmt: skip
             self._write(f"/{name}/scan", msg)
 
     def _merged_scan(self, turns: LidarTurns) -> None:
-        from sensorbench.live import ros2_msgs as m
-
         frame = self.options.scan_frame or self.options.base_frame
         for k in range(turns.n_turns):
             lo, n = int(turns.offset[k]), int(turns.count[k])
@@ -302,10 +270,10 @@ class Ros2Publisher:
             r = turns.range[lo : lo + n]
             inc = float(turns.angle[lo + 1] - turns.angle[lo])
             # angles min, max, increment; time increment, scan time, range min, range max
-            msg = m.LaserScan(m.Header(self._stamp(int(turns.t_first_ns[k])), frame),
-                              float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc,
-                              0.0, 0.0, 0.0, _range_max(r),
-                              r, turns.intensity[lo : lo + n])  # fmt: skip
+            params = (float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc, 0.0, 0.0, 0.0,
+                      range_max(r))  # fmt: skip
+            msg = laser_scan(self._stamp(int(turns.t_first_ns[k])), frame, params, r,
+                             turns.intensity[lo : lo + n])  # fmt: skip
             self._write("/scan", msg)
 
     # -- health ------------------------------------------------------------------------
@@ -361,21 +329,14 @@ class Ros2Publisher:
         return Health("filters", level, msg, "split filters", values)
 
     def _diagnostics(self, health: list[Health]) -> None:
-        from sensorbench.live import ros2_msgs as m
-
-        stamp = self._stamp(time.monotonic_ns())
-        msg = m.DiagnosticArray(
-            m.Header(stamp, ""),
-            [m.DiagnosticStatus(h.level, f"sensorbench: {h.name}", h.message, h.hardware_id,
-                                [m.KeyValue(k, str(v)) for k, v in h.values.items()])
-             for h in health],
-        )  # fmt: skip
-        self._write("/diagnostics", msg)
+        statuses = [(h.level, f"sensorbench: {h.name}", h.message, h.hardware_id, h.values)
+                    for h in health]  # fmt: skip
+        self._write("/diagnostics", diagnostics(self._stamp(time.monotonic_ns()), statuses))
 
 
 @dataclass(frozen=True)
 class Health:
-    """One ``diagnostic_msgs/DiagnosticStatus``: level 0 OK, 1 WARN, 2 ERROR, 3 STALE."""
+    """One ``diagnostic_msgs/DiagnosticStatus``; ``level``: ros2_cdr's OK, WARN or STALE."""
 
     name: str
     level: int
@@ -383,7 +344,3 @@ class Health:
     hardware_id: str
     values: dict[str, Any]
 
-
-def _range_max(r: np.ndarray) -> float:
-    """A scan's range_max (m): its largest finite range, 0 if it has none."""
-    return float(np.max(r, where=np.isfinite(r), initial=0))

@@ -32,6 +32,7 @@ from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
+from sensorbench.logs.ros2_cdr import BODY_FRAME
 
 if TYPE_CHECKING:
     from sensorbench.drivers.capture import CaptureResult
@@ -280,7 +281,7 @@ class LiveRuntime:
             # those of `merge`'s output that are known before the first turn
             writer.add_lidar(MERGED_STREAM, attrs={
                 "model": "merged",
-                "frame": "base_link",
+                "frame": BODY_FRAME,
                 "mount_xy_yaw": [0.0, 0.0, 0.0],
                 "sources": [front, rear],
                 "max_dt_s": setup.max_dt_s,

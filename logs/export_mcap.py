@@ -5,7 +5,6 @@ docs/FORMAT.md ("Export to MCAP") lists them, stamped in wall-clock ns
 from __future__ import annotations
 
 import heapq
-import math
 import os
 import shutil
 import tempfile
@@ -19,8 +18,9 @@ import numpy as np
 from sensorbench.errors import SessionError
 from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
-from sensorbench.logs.rosbag_streams import BODY_FRAME, SEQ_JOINT, YAW_JOINT, Progress
-from sensorbench.logs.scan_bins import ScanGrid, bin_turn
+from sensorbench.logs.ros2_cdr import BODY_FRAME, ODOM_FRAME
+from sensorbench.logs.rosbag_streams import SEQ_JOINT, YAW_JOINT, Progress
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn, range_max
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 from sensorbench.logs.values import Batch, exportable
 
@@ -43,9 +43,6 @@ def _latched_qos() -> Any:
     )  # fmt: skip
 
 
-_DIAG_OK, _DIAG_WARN, _DIAG_ERROR = 0, 1, 2
-_EVENT_LEVEL = {"error": _DIAG_ERROR, "unplug": _DIAG_WARN, "stale": _DIAG_WARN,
-                "overrun": _DIAG_WARN, "crc_burst": _DIAG_WARN}  # fmt: skip
 
 
 @dataclass
@@ -140,12 +137,13 @@ class _Builder:
         return t_ns + self.offset
 
     def diagnostics(self, t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
-        return ros2_cdr.diagnostics(self.stamp(t_ns), level, name, message, values)
+        return ros2_cdr.diagnostics(self.stamp(t_ns), [(level, name, message, name, values)])
 
     def time_reference(self, t_ns: int, device_ns: int, source: str) -> bytes:
         if device_ns < 0:
             raise SessionError(f"{self.where}: device time {device_ns} ns: a ROS stamp cannot be")
-        return ros2_cdr.time_reference(self.stamp(t_ns), device_ns, source)
+        stamps = np.array([self.stamp(t_ns)]), np.array([device_ns])
+        return ros2_cdr.time_reference_rows(*stamps, source)[0]
 
 
 def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
@@ -155,37 +153,29 @@ def _flag_names(flags: int, kind: type[PoseFlag] | type[TurnFlag]) -> str:
 def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterator[Item]:
     stream = s.lidar(name)
     turns, _ = b.checked(f"lidar/{name}", stream.read(validate=False))
-    attrs = stream.attrs
-    frame = _frame(attrs, "ros_frame_id", name)
+    frame = _frame(stream.attrs, "ros_frame_id", name)
     if turns.n_turns == 0:
         return
     grid = ScanGrid.for_stream(turns.angle, turns.count)
     out.bins[name] = grid.n_bins
     out.points_dropped[name] = 0
-    finite = turns.range[np.isfinite(turns.range)]
-    range_max = float(finite.max()) if finite.size else 0.0
-    offsets = turns.offset
+    r_max = range_max(turns.range)
     for k in range(turns.n_turns):
-        lo, hi = int(offsets[k]), int(offsets[k] + turns.count[k])
+        lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
         if hi == lo:
             continue
         scan = bin_turn(grid, turns.angle[lo:hi], turns.range[lo:hi], turns.intensity[lo:hi],
                         turns.t_ns[lo:hi])  # fmt: skip
         t0 = scan.stamp_ns
         out.points_dropped[name] += scan.dropped
-        speed = float(turns.speed_hz[k])
-        sweep = abs(scan.time_increment) * grid.n_bins
-        a_max = scan.angle_min + (grid.n_bins - 1) * scan.increment
-        params = (float(scan.angle_min), float(a_max), float(scan.increment), scan.time_increment,
-                  1.0 / speed if math.isfinite(speed) and speed > 0 else sweep, 0.0, range_max)
-        data = ros2_cdr.laser_scan(b.stamp(t0), frame, params, scan.ranges, scan.intensities)
+        data = scan.laser_scan(b.stamp(t0), frame, float(turns.speed_hz[k]), r_max)
         yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
         if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
             data = b.time_reference(t0, int(turns.device_ns[k]), name)
             yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", data
         if turns.flags[k]:
             f = int(turns.flags[k])
-            msg = b.diagnostics(t0, _DIAG_WARN, name, _flag_names(f, TurnFlag), {"flags": f})
+            msg = b.diagnostics(t0, ros2_cdr.WARN, name, _flag_names(f, TurnFlag), {"flags": f})
             yield t0, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
@@ -197,8 +187,7 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
     group = s.h5[f"pose/{name}"]
     extra = {k: group[k][:] if kept is None else group[k][:][kept]
              for k in ODOMETRY_COLUMNS if k in group}  # fmt: skip
-    attrs = stream.attrs
-    parent = _frame(attrs, "ros_frame_id", "odom" if child else "world")
+    parent = _frame(stream.attrs, "ros_frame_id", ODOM_FRAME if child else "world")
     keep = np.flatnonzero(pb.valid)
     rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
     stamps = pb.t_ns + b.offset
@@ -217,7 +206,7 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
         yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", poses[j]
         if pb.flags[k]:
             f = int(pb.flags[k])
-            msg = b.diagnostics(t, _DIAG_OK, name, _flag_names(f, PoseFlag), {"flags": f})
+            msg = b.diagnostics(t, ros2_cdr.OK, name, _flag_names(f, PoseFlag), {"flags": f})
             yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
             yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odoms[j]
@@ -255,22 +244,20 @@ def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
 
 def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
     """One latched /tf_static: base_link -> every lidar with a mount."""
-    transforms = []
+    mounts = []
     for name in names:
         attrs = s.lidar(name).attrs
-        if "mount_xy_yaw" not in attrs:
-            continue
-        x, y, yaw = (float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64))
-        frame = _frame(attrs, "ros_frame_id", name)
-        tq = np.array([x, y, 0.0, *ros2_cdr.yaw_quat(yaw)])
-        transforms.append((b.stamp(start), BODY_FRAME, frame, tq))
-    if transforms:
-        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", ros2_cdr.tf_message(transforms)
+        if "mount_xy_yaw" in attrs:
+            xy_yaw = [float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64)]
+            mounts.append((_frame(attrs, "ros_frame_id", name), xy_yaw))
+    if mounts:
+        msg = ros2_cdr.mounts_tf(b.stamp(start), BODY_FRAME, mounts)
+        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
 
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
     for e in sorted(s.events(), key=lambda e: e.t_ns):
-        level = _EVENT_LEVEL.get(e.kind, _DIAG_OK)
+        level = ros2_cdr.EVENT_LEVEL.get(e.kind, ros2_cdr.OK)
         msg = b.diagnostics(int(e.t_ns), level, e.source, e.message, {"kind": e.kind})
         yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
 
@@ -279,10 +266,9 @@ def _odometry_items(b: _Builder, track: OdometryTrack) -> Iterator[Item]:
     """``/odom`` and ``/tf`` (``odom`` → ``base_link``) per frame of ``track``."""
     for k in range(track.t_ns.size):
         t = int(track.t_ns[k])
-        cov = ros2_cdr.pose_covariance((track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0,
-                                        track.var[k, 2]))  # fmt: skip
+        cov = (track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0, track.var[k, 2])
         odom, tf = ros2_cdr.planar_odometry(
-            b.stamp(t), ("odom", BODY_FRAME), track.pose[k], cov, track.velocity[k],
+            b.stamp(t), (ODOM_FRAME, BODY_FRAME), track.pose[k], cov, track.velocity[k],
             track.velocity_var[k],
         )  # fmt: skip
         yield t, 2, "/odom", "nav_msgs/msg/Odometry", odom

@@ -30,8 +30,8 @@ from sensorbench.logs.importers import (
     refuse_impossible,
     session_writer,
 )
+from sensorbench.logs.ros2_cdr import BODY_FRAME
 from sensorbench.logs.rosbag_streams import (
-    BODY_FRAME,
     COUNTS_TYPE,
     DIAGNOSTICS_TYPE,
     IMPORTABLE,

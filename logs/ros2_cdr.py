@@ -19,6 +19,13 @@ import numpy as np
 _ENCAPSULATION = b"\x00\x01\x00\x00"
 _U32 = struct.Struct("<I")
 _STAMP = struct.Struct("<iI")  # builtin_interfaces/Time: sec, nanosec
+OK, WARN, ERROR, STALE = 0, 1, 2, 3
+"""diagnostic_msgs/DiagnosticStatus levels."""
+EVENT_LEVEL = {"error": ERROR, **dict.fromkeys(("unplug", "stale", "overrun", "crc_burst",
+                                                "degraded"), WARN)}  # fmt: skip
+"""The level of a session event by its kind (any other: OK)."""
+ODOM_FRAME, BODY_FRAME = "odom", "base_link"
+"""REP 105's odometry frame and the robot's body frame (lidar mounts are relative to it)."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -28,29 +35,15 @@ def _string(text: str) -> bytes:
     return _U32.pack(len(b) + 1) + b + b"\0"
 
 
-def odometry(
-    t_ns: int,
-    frame: str,
-    child: str,
-    pose: np.ndarray | Sequence[float],
-    pose_cov: np.ndarray | Sequence[float],
-    twist: np.ndarray | Sequence[float],
-    twist_cov: np.ndarray | Sequence[float],
-) -> bytes:
-    """``nav_msgs/Odometry``: ``pose`` (x, y, z, qx, qy, qz, qw) in ``frame``, ``twist``
-    (vx, vy, vz, wx, wy, wz) in ``child``, each with its 6×6 covariance (36 values)."""
-    values = np.concatenate([np.ravel(v) for v in (pose, pose_cov, twist, twist_cov)])
-    return odometry_rows(np.array([t_ns]), (frame, child), values)[0]
-
-
-def tf_message(transforms: Sequence[tuple[int, str, str, np.ndarray]]) -> bytes:
-    """``tf2_msgs/TFMessage`` of (stamp ns, parent, child, translation + quaternion)."""
+def mounts_tf(t_ns: int, parent: str, mounts: Sequence[tuple[str, Sequence[float]]]) -> bytes:
+    """``tf2_msgs/TFMessage`` stamped ``t_ns`` placing each mounted ``(frame, (x, y, yaw))``
+    (m, m, rad) in ``parent``."""
     r = CdrRows(1)
-    r.u32(len(transforms))
-    for t_ns, parent, child, tq in transforms:
+    r.u32(len(mounts))
+    for child, (x, y, yaw) in mounts:
         r.header(np.array([t_ns]), parent)
         r.string(child)
-        r.column(tq, "<f8")
+        r.column([x, y, 0.0, *yaw_quat(yaw)], "<f8")
     return r.rows()[0]
 
 
@@ -67,25 +60,21 @@ def path(t_ns: int, frame: str, stamps: np.ndarray, poses: np.ndarray) -> bytes:
     return r.rows()[0] + b"".join(m[4:] for m in rest)
 
 
-def diagnostics(t_ns: int, level: int, name: str, message: str, values: dict) -> bytes:
-    """``diagnostic_msgs/DiagnosticArray`` of one status (``hardware_id`` = ``name``) whose
-    key-value pairs are ``values`` (as text), stamped ``t_ns`` with no frame."""
+def diagnostics(t_ns: int, statuses: Sequence[tuple[int, str, str, str, dict]]) -> bytes:
+    """``diagnostic_msgs/DiagnosticArray`` stamped ``t_ns`` with no frame, of statuses (level
+    (:data:`OK` …), name, message, hardware_id, key-value pairs written as text)."""
     r = CdrRows(1)
     r.header(np.array([t_ns]), "")
-    r.u32(1)
-    r.const(bytes([level]))
-    for text in (name, message, name):
-        r.string(text)
-    r.u32(len(values))
-    for key, value in values.items():
-        r.string(key)
-        r.string(str(value))
+    r.u32(len(statuses))
+    for level, *texts, values in statuses:
+        r.const(bytes([level]))
+        for text in texts:
+            r.string(text)
+        r.u32(len(values))
+        for key, value in values.items():
+            r.string(key)
+            r.string(str(value))
     return r.rows()[0]
-
-
-def time_reference(t_ns: int, device_ns: int, source: str) -> bytes:
-    """``sensor_msgs/TimeReference``: header stamp ``t_ns`` (no frame), ``time_ref``."""
-    return time_reference_rows(np.array([t_ns]), np.array([device_ns]), source)[0]
 
 
 def laser_scan(
@@ -110,46 +99,33 @@ def yaw_quat(yaw: float) -> tuple[float, float, float, float]:
     return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
 
 
-def pose_covariance(cov: Sequence[float]) -> list[float]:
-    """The 6×6 pose covariance (x, y, z, roll, pitch, yaw), row-major, of the upper
-    triangle of (x, y, yaw): xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the rest 0."""
-    out = [0.0] * 36
-    for (i, j), v in zip(((0, 0), (0, 1), (0, 5), (1, 1), (1, 5), (5, 5)), cov, strict=True):
-        out[6 * i + j] = out[6 * j + i] = float(v)
-    return out
-
-
-def body_twist(
-    yaw: float, velocity: Sequence[float], velocity_var: Sequence[float]
-) -> tuple[tuple[float, ...], list[float]]:
-    """The twist (vx, vy, 0, 0, 0, wz) in the body frame and its 6×6 covariance (row-major)
-    from the world-frame velocity (m/s, m/s, rad/s) and its variances at heading ``yaw``
-    (rad): nav_msgs/Odometry's twist is in ``child_frame_id``."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    (vx, vy, wz), (a, b, w) = (map(float, velocity), map(float, velocity_var))
-    cov = [0.0] * 36
-    cov[0], cov[7] = c * a * c + s * b * s, s * a * s + c * b * c
-    cov[1], cov[6] = -c * a * s + s * b * c, -s * a * c + c * b * s
-    cov[35] = w
-    return (c * vx + s * vy, -s * vx + c * vy, 0.0, 0.0, 0.0, wz), cov
-
-
 def planar_odometry(
     t_ns: int,
     frames: tuple[str, str],
     pose: Sequence[float],
-    pose_cov: np.ndarray | Sequence[float],
+    pose_cov: Sequence[float],
     velocity: Sequence[float],
     velocity_var: Sequence[float],
 ) -> tuple[bytes, bytes]:
-    """The ``nav_msgs/Odometry`` and the ``tf2_msgs/TFMessage`` (odom → base) of one
-    planar filter state: ``frames`` (odom, base), ``pose`` (x, y, yaw) with its 6×6
-    covariance, the world-frame ``velocity`` and its variances (:func:`body_twist`)."""
+    """The ``nav_msgs/Odometry`` and the ``tf2_msgs/TFMessage`` (odom → base) of one planar
+    filter state: ``frames`` (odom, base); ``pose`` (x, y m, yaw rad) and the upper triangle
+    of its covariance: xx, xy, xyaw, yy, yyaw, yawyaw (m², m·rad, rad²); the world-frame
+    ``velocity`` (m/s, m/s, rad/s) and its variances, sent as the twist (vx, vy, 0, 0, 0,
+    wz) in ``base`` that Odometry carries. Covariances 6×6 row-major, the rest 0."""
     x, y, yaw = (float(v) for v in pose)
-    tq = np.array([x, y, 0.0, *yaw_quat(yaw)])
-    twist, twist_cov = body_twist(yaw, velocity, velocity_var)
-    odom = odometry(t_ns, frames[0], frames[1], tq, pose_cov, twist, twist_cov)
-    return odom, tf_message([(t_ns, frames[0], frames[1], tq)])
+    c, s = math.cos(yaw), math.sin(yaw)
+    (vx, vy, wz), (a, b, w) = (map(float, velocity), map(float, velocity_var))
+    values = np.zeros(85)  # pose (7), its covariance (36), twist (6), its covariance (36)
+    values[:7] = x, y, 0.0, *yaw_quat(yaw)
+    p_cov, t_cov = values[7:43].reshape(6, 6), values[49:].reshape(6, 6)
+    for (i, j), v in zip(((0, 0), (0, 1), (0, 5), (1, 1), (1, 5), (5, 5)), pose_cov, strict=True):
+        p_cov[i, j] = p_cov[j, i] = v
+    values[43:49] = c * vx + s * vy, -s * vx + c * vy, 0.0, 0.0, 0.0, wz
+    t_cov[0, 0], t_cov[1, 1] = c * a * c + s * b * s, s * a * s + c * b * c
+    t_cov[0, 1], t_cov[1, 0] = -c * a * s + s * b * c, -s * a * c + c * b * s
+    t_cov[5, 5] = w
+    t = np.array([t_ns])
+    return odometry_rows(t, frames, values)[0], tf_rows(t, frames, values[:7])[0]
 
 
 class CdrRows:
@@ -234,8 +210,9 @@ def pose_stamped_rows(t_ns: np.ndarray, frame: str, poses: np.ndarray) -> list[b
 
 
 def odometry_rows(t_ns: np.ndarray, frames: tuple[str, str], values: np.ndarray) -> list[bytes]:
-    """:func:`odometry` for (n,) stamps and (n, 85) values: pose (7), its covariance (36),
-    twist (6), its covariance (36)."""
+    """``nav_msgs/Odometry`` per row: (n,) stamps, ``frames`` (frame, child), (n, 85) values:
+    pose (x, y, z, qx, qy, qz, qw) in frame, its covariance (36), twist (vx, vy, vz, wx, wy,
+    wz) in child, its covariance (36)."""
     r = CdrRows(len(t_ns))
     r.header(t_ns, frames[0])
     r.string(frames[1])
@@ -244,7 +221,7 @@ def odometry_rows(t_ns: np.ndarray, frames: tuple[str, str], values: np.ndarray)
 
 
 def tf_rows(t_ns: np.ndarray, frames: tuple[str, str], poses: np.ndarray) -> list[bytes]:
-    """:func:`tf_message` of one transform per row: (n,) stamps, (n, 7) translation and
+    """``tf2_msgs/TFMessage`` of one transform per row: (n,) stamps, (n, 7) translation and
     rotation, ``frames`` (parent, child)."""
     r = CdrRows(len(t_ns))
     r.u32(1)
@@ -271,7 +248,8 @@ def joint_state_rows(
 
 
 def time_reference_rows(t_ns: np.ndarray, device_ns: np.ndarray, source: str) -> list[bytes]:
-    """:func:`time_reference` for (n,) stamps and device times."""
+    """``sensor_msgs/TimeReference`` per row: (n,) header stamps (no frame), ``time_ref``
+    (n,) device times (ns)."""
     r = CdrRows(len(t_ns))
     r.header(t_ns, "")
     r.times(device_ns)

@@ -18,6 +18,7 @@ from sensorbench.errors import ImportFormatError
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
+from sensorbench.logs.ros2_cdr import ERROR, STALE
 from sensorbench.logs.schema import NO_DEVICE_TIME, POSE_KINDS
 from sensorbench.logs.tf_tree import TfTree
 
@@ -45,8 +46,6 @@ SEQ_JOINT = "seq"
 """JointState entry holding an encoder stream's frame sequence numbers (our export's)."""
 YAW_JOINT = "imu_yaw"
 """JointState entry holding IMU yaw (position, rad) and yaw rate (velocity, rad/s)."""
-BODY_FRAME = "base_link"
-"""The robot's body frame: lidar mounts are read from ``/tf_static`` relative to it."""
 
 _SPEC = re.compile(
     r"^(?P<topic>[^=\[\]]+?)(\[(?P<child>[^\]]+)\])?=(?P<name>[^:]+)(:(?P<kind>.+))?$"
@@ -506,7 +505,7 @@ def apply_flags(bag: Path, topic: str, rows: list, stream: BagStream) -> None:
 
 
 _LOG_ERROR_LEVELS = {40, 50, 8, 16}  # ROS 2 ERROR/FATAL (40, 50), ROS 1 (8, 16)
-_DIAG_KIND = {0: "note", 1: "note", 2: "error", 3: "stale"}
+_DIAG_KIND = {ERROR: "error", STALE: "stale"}
 
 
 def message_time(recv: int, m: Any) -> int:

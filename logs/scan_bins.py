@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sensorbench.logs import ros2_cdr
 from sensorbench.logs.batches import LidarTurns
 
 MAX_RAY_ERROR_RAD = math.radians(0.2)
@@ -79,6 +80,16 @@ class BinnedScan:
         """Points that shared a bin with a point nearer its centre."""
         return int(np.count_nonzero(self.ray_of_point < 0))
 
+    def laser_scan(self, stamp_ns: int, frame: str, speed_hz: float, range_max: float) -> bytes:
+        """The ``sensor_msgs/LaserScan`` (CDR) of the turn: scan_time 1/``speed_hz`` (Hz), or
+        the sweep's time when that is not positive; range_min 0, ``range_max`` m."""
+        n = self.ranges.size
+        scan_time = 1.0 / speed_hz if math.isfinite(speed_hz) and speed_hz > 0 else 0.0
+        params = (float(self.angle_min), float(self.angle_min + (n - 1) * self.increment),
+                  float(self.increment), self.time_increment,
+                  scan_time or abs(self.time_increment) * n, 0.0, range_max)  # fmt: skip
+        return ros2_cdr.laser_scan(stamp_ns, frame, params, self.ranges, self.intensities)
+
 
 def bin_turn(
     grid: ScanGrid,
@@ -134,6 +145,11 @@ def binned_turns(
         pts = slice(lo, hi)
         yield k, pts, bin_turn(grid, turns.angle[pts], turns.range[pts], turns.intensity[pts],
                                turns.t_ns[pts])  # fmt: skip
+
+def range_max(r: np.ndarray) -> float:
+    """A LaserScan's range_max (m): the largest finite range of ``r``, 0 if none."""
+    return float(np.max(r, where=np.isfinite(r), initial=0))
+
 
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:
     """Bin index in ``[0, n_bins)`` of each angle; bin ``b`` is centred on ``b·2π/n_bins``."""

@@ -62,16 +62,19 @@ def test_odometry_and_tf() -> None:
     values = RNG.normal(size=(N, 85))
     pairs = list(zip(STAMPS, values, strict=True))
     want = [_cdr(_odometry(int(t), v), "nav_msgs/msg/Odometry") for t, v in pairs]
-    got = [ros2_cdr.odometry(int(t), *FRAMES, v[:7], v[7:43], v[43:49], v[49:])
-           for t, v in pairs]  # fmt: skip
+    got = [ros2_cdr.odometry_rows(STAMPS[k : k + 1], FRAMES, values[k : k + 1])[0]
+           for k in range(N)]  # fmt: skip
     assert got == want == ros2_cdr.odometry_rows(STAMPS, FRAMES, values)
-    tfs = [(int(t), "map", f"child{k}", v[:7]) for k, (t, v) in enumerate(pairs)]
-    msg = T["tf2_msgs/msg/TFMessage"](transforms=[_tf(*x) for x in tfs])
-    assert ros2_cdr.tf_message(tfs) == _cdr(msg, "tf2_msgs/msg/TFMessage")
     one = [_cdr(T["tf2_msgs/msg/TFMessage"](transforms=[_tf(int(t), *FRAMES, v[:7])]),
                 "tf2_msgs/msg/TFMessage") for t, v in pairs]  # fmt: skip
     assert ros2_cdr.tf_rows(STAMPS, FRAMES, values[:, :7]) == one
-    assert [ros2_cdr.tf_message([(int(t), *FRAMES, v[:7])]) for t, v in pairs] == one
+    t0, base = int(STAMPS[0]), FRAMES[1]
+    for n in (0, 1, N):  # lidar mounts (x, y, yaw) in the body frame, one message
+        mounts = [(f"lidar{k}", tuple(v[:3])) for k, v in enumerate(values[:n])]
+        msg = T["tf2_msgs/msg/TFMessage"](transforms=[
+            _tf(t0, base, f, np.r_[x, y, 0.0, 0.0, 0.0, np.sin(yaw / 2), np.cos(yaw / 2)])
+            for f, (x, y, yaw) in mounts])  # fmt: skip
+        assert ros2_cdr.mounts_tf(t0, base, mounts) == _cdr(msg, "tf2_msgs/msg/TFMessage")
 
 
 def test_one_message_is_its_row_of_the_table() -> None:
@@ -121,8 +124,8 @@ def test_time_references_and_scans() -> None:
                                                     time_ref=_time(int(d)), source="ld19"),
                  "sensor_msgs/msg/TimeReference")
             for t, d in zip(STAMPS, device, strict=True)]  # fmt: skip
-    got = [ros2_cdr.time_reference(int(t), int(d), "ld19")
-           for t, d in zip(STAMPS, device, strict=True)]  # fmt: skip
+    got = [ros2_cdr.time_reference_rows(STAMPS[k : k + 1], device[k : k + 1], "ld19")[0]
+           for k in range(N)]  # fmt: skip
     assert got == want == ros2_cdr.time_reference_rows(STAMPS, device, "ld19")
     ranges = RNG.uniform(0, 12, 901).astype(np.float32)
     ranges[::7] = np.inf
@@ -138,13 +141,17 @@ def test_time_references_and_scans() -> None:
 
 @pytest.mark.parametrize("values", [{}, {"flags": 5}, {"kind": "crc_burst", "n": "12"}])
 def test_diagnostics(values: dict) -> None:
-    for level, name, message in ((0, "ld19", "PACKET_LOSS"), (2, "", "a note"), (1, "pods", "")):
-        status = T["diagnostic_msgs/msg/DiagnosticStatus"](
-            level=level, name=name, message=message, hardware_id=name,
+    rows = [(0, "ld19", "PACKET_LOSS", "ld19"), (2, "", "a note", "bus"), (1, "pods", "", "")]
+    statuses = [
+        T["diagnostic_msgs/msg/DiagnosticStatus"](
+            level=level, name=name, message=message, hardware_id=hw,
             values=[T["diagnostic_msgs/msg/KeyValue"](key=k, value=str(v))
                     for k, v in values.items()],
-        )  # fmt: skip
+        )
+        for level, name, message, hw in rows
+    ]  # fmt: skip
+    for chosen in ([0], [1], [2], [0, 1, 2]):  # each status alone, then all in one array
         want = T["diagnostic_msgs/msg/DiagnosticArray"](header=_header(int(STAMPS[1]), ""),
-                                                        status=[status])  # fmt: skip
-        got = ros2_cdr.diagnostics(int(STAMPS[1]), level, name, message, values)
+                                                        status=[statuses[k] for k in chosen])
+        got = ros2_cdr.diagnostics(int(STAMPS[1]), [(*rows[k], values) for k in chosen])
         assert got == _cdr(want, "diagnostic_msgs/msg/DiagnosticArray")
