@@ -814,18 +814,3 @@ def compute_provenance(inputs: ReportInputs) -> ProvenanceSection:
         )
     return ProvenanceSection(_model_files(inputs.models, set(hashes)), sessions)
 
-
-@dataclass
-class ReportContent:
-    """Every computed section, in page order (a section absent from the inputs is None)."""
-
-    sessions: list[Path]
-    sections: list[Section | None] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """``Report.data``: ``{"sessions": [...]}`` then each section's keys."""
-        data: dict[str, Any] = {"sessions": [str(p) for p in self.sessions]}
-        for s in self.sections:
-            if s is not None:
-                data.update(s.as_dict())
-        return data
