@@ -582,7 +582,7 @@ def pose_left_out(inputs: ReportInputs) -> str:
 
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
-    from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
@@ -613,7 +613,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
             inputs.within(share * done / total)
 
         model = fit_pose_error(
-            series, FitOptions(), sensor=opts.sensor, reference=opts.reference, progress=fitting
+            series, sensor=opts.sensor, reference=opts.reference, progress=fitting
         )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)

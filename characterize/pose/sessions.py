@@ -26,7 +26,6 @@ from sensorbench.characterize.pose.align import (
     trajectory_error,
 )
 from sensorbench.characterize.pose.error_model import (
-    FitOptions,
     GroupFits,
     PoseErrorModel,
     Progress,
@@ -215,14 +214,13 @@ def session_names(paths: list[str | Path]) -> list[str]:
 
 
 def fit_prepared(
-    prepared: list[PreparedSession], sensor: str, reference: str, options: FitOptions | None = None,
+    prepared: list[PreparedSession], sensor: str, reference: str,
     time_offset: TimeOffset | None = None, progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`), recording
     every input file, alignment, segmentation and ``time_offset`` in its provenance."""
     return fit_pose_error(
         [ps.series for ps in prepared],
-        options or FitOptions(),
         sensor=sensor,
         reference=reference,
         frame=ERROR_FRAME,
