@@ -617,7 +617,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
-    out = _pose_params(model, truth)
+    out = pose_params(model, truth)
     figures = _pose_figures(prepared, model.params_array(), figdir)
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
@@ -656,7 +656,7 @@ def compute_pose_verdict(
     return assess(prepared, model, validation, frames, campaign.align)
 
 
-def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
+def pose_params(model: Any, truth: np.ndarray | None = None) -> list[PoseParam]:
     """Every axis' fitted parameters with their 95 and 99.9 % intervals and the truth."""
     from sensorbench.characterize.pose.series import param_unit
 

@@ -11,17 +11,16 @@ import numpy as np
 
 from sensorbench.characterize.pose.allan import allan_cross_check
 from sensorbench.characterize.pose.drift import AxisStationarity, stationarity
-from sensorbench.characterize.pose.error_model import PARAMS, PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 from sensorbench.characterize.pose.series import (
     AXIS_UNITS,
     DISPLAY_UNITS,
     POSE_AXES,
-    param_unit,
 )
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import wrong_lines
-from sensorbench.report.data import simulated_wrong
+from sensorbench.report.data import pose_params, simulated_wrong
 from sensorbench.report.data import validation_document as document
 
 
@@ -34,16 +33,11 @@ def fmt(v: float, unit: str) -> str:
 def model_table(model: PoseErrorModel) -> list[str]:
     """Every axis' parameters with their 95 % intervals (or why not identified)."""
     lines = ["axis   param        value            95 % interval"]
-    for a in POSE_AXES:
-        f = model.axes[a]
-        ci = f.ci()
-        for j, p in enumerate(PARAMS):
-            unit = param_unit(a, p)
-            if f.identified[j]:
-                interval = f"[{fmt(ci[j, 0], unit).strip()}, {fmt(ci[j, 1], unit).strip()}]"
-            else:
-                interval = "not identified (the likelihood is flat in it)"
-            lines.append(f"{a:6s} {p:8s} {fmt(f.values[j], unit)}   {interval}")
+    flat = "not identified (the likelihood is flat in it)"
+    for p in pose_params(model):
+        lo, hi = (fmt(v, p.unit).strip() for v in p.ci95)
+        interval = f"[{lo}, {hi}]" if p.identified else flat
+        lines.append(f"{p.axis:6s} {p.param:8s} {fmt(p.value, p.unit)}   {interval}")
     return lines
 
 
