@@ -65,16 +65,18 @@ def offset_line(offset: Any) -> str:
     return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
 
 
-def unstable_note(seg: Any) -> str:
-    """``; k detection(s) change ...`` when detections move with the offset ± 2σ, else ``""``."""
-    k = seg.unstable_times_s.size
-    if k == 0:
-        return ""
-    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
-    return (
-        f"; {k} detection(s) change when the time offset moves by ±2 x "
-        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
-    )
+def relocalizations(ps: Any) -> str:
+    """``relocalizations: method (k)`` of a prepared session, and the detections that
+    change when the time offset moves by ± 2σ."""
+    seg = ps.segmentation
+    out = f"relocalizations: {seg.method} ({ps.series.n_segments - 1})"
+    if k := seg.unstable_times_s.size:
+        times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
+        out += (
+            f"; {k} detection(s) change when the time offset moves by ±2 x "
+            f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
+        )
+    return out
 
 
 def trajectory_lines(ps: Any) -> list[str]:
@@ -96,15 +98,6 @@ def trajectory_lines(ps: Any) -> list[str]:
             f"(max {d['max']:.3f}) over {te.rpe_m.n} pairs"
         )
     return lines
-
-
-def session_line(ps: Any) -> str:
-    """``name: N samples over T s, relocalizations: method (k)`` of a prepared session."""
-    s, seg = ps.series, ps.segmentation
-    return (
-        f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, relocalizations: "
-        f"{seg.method} ({s.n_segments - 1})" + unstable_note(seg)
-    )
 
 
 @dataclass
@@ -178,7 +171,8 @@ class FitSummary:
         out.append(offset_line(camp.time_offset))
         for ps in camp.prepared:
             rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
-            out.append(session_line(ps))
+            s = ps.series
+            out.append(f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, {relocalizations(ps)}")
             out.append(
                 "  RMS error: "
                 + ", ".join(
@@ -234,8 +228,7 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
         out.append(
             f"{chk.name}: {'PASS' if chk.passed else 'FAIL'} (joint p = {chk.p_joint:.4f}); "
             f"{ps.series.n} samples, time offset {ms(al.offset_s, al.offset_se_s)}, "
-            f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
-            + unstable_note(ps.segmentation)
+            + relocalizations(ps)
         )
         out.append("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
         for i, a in enumerate(POSE_AXES):
