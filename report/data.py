@@ -726,7 +726,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
     ]
     figures = [
         Figure.read(
-            plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png", seed=opts.seed),
+            plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png"),
             f"{s.name}: error in the bands of the model refitted without it",
         )
         for s, chk in zip(series, rep.sessions, strict=True)
