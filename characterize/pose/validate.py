@@ -113,15 +113,6 @@ class ValidationReport:
         """All failed checks across sessions."""
         return [f for s in self.sessions for f in s.failures()]
 
-    def failed_axes(self) -> dict[str, list[str]]:
-        """``{axis: [statistic, ...]}`` that failed in any session."""
-        out: dict[str, list[str]] = {}
-        for f in self.failures():
-            stats = out.setdefault(f["axis"], [])
-            if f["statistic"] not in stats:
-                stats.append(f["statistic"])
-        return out
-
     def rank_histogram(self, bins: int = 10) -> dict[str, list[int]]:
         """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
 
@@ -137,6 +128,10 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary with every percentile and verdict."""
+        failed_axes: dict[str, list[str]] = {}  # the statistics failed in any session
+        for f in self.failures():
+            if f["statistic"] not in failed_axes.setdefault(f["axis"], []):
+                failed_axes[f["axis"]].append(f["statistic"])
         sessions = []
         for s in self.sessions:
             per_axis = {}
@@ -180,7 +175,7 @@ class ValidationReport:
             "sidak_band_per_axis": list(SIDAK_BAND),
             "statistics": list(STAT_NAMES),
             "failures": self.failures(),
-            "failed_axes": self.failed_axes(),
+            "failed_axes": failed_axes,
             "rank_histogram": self.rank_histogram(),
             "named": list(self.named),
             "sessions": sessions,
