@@ -19,8 +19,8 @@ from sensorbench.logs.model_keys import POSE_AXES
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pose.error_model import PoseErrorModel
-    from sensorbench.characterize.pose.sessions import PreparedCampaign
-    from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
+    from sensorbench.characterize.pose.sessions import PreparedCampaign, PreparedSession
+    from sensorbench.characterize.pose.validate import ValidationReport
     from sensorbench.characterize.pose.verdict import Verdict
     from sensorbench.fusion.filter_noise import FilterNoise
 
@@ -461,30 +461,19 @@ class PoseParam:
 
 
 @dataclass
-class ValidationSession:
-    """One held-out session's checks; ``segmentation``: ``flags``, ``detected`` or ``none``;
-    the simulator's wrong relocalizations (None: not simulated)."""
-
-    check: SessionCheck
-    n_samples: int
-    n_relocalizations: int
-    wrong_relocalizations: int | None
-    segmentation: str = "flags"
-
-
-@dataclass
 class ValidationSection:
-    """The leave-one-session-out validation of the pose-error model."""
+    """The leave-one-session-out validation of the pose-error model: per held-out session
+    (``report.sessions`` order) its prepared session and the simulator's wrong
+    relocalizations (None: not simulated)."""
 
     report: ValidationReport
-    sessions: list[ValidationSession]
+    prepared: list[PreparedSession]
+    wrong: list[int | None]
     figures: list[Figure]
 
     def as_dict(self) -> dict[str, Any]:
         """``data["validation"]``: :func:`validation_document`."""
-        return {"validation": validation_document(
-            self.report, [s.wrong_relocalizations for s in self.sessions]
-        )}
+        return {"validation": validation_document(self.report, self.wrong)}
 
 
 @dataclass
@@ -720,10 +709,6 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
         series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha,
         folds=campaign.folds, progress=validating,
     )  # fmt: skip
-    sessions = [
-        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)
-        for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
-    ]
     figures = [
         Figure.read(
             plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png"),
@@ -734,7 +719,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
     figures.append(
         Figure.read(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
     )
-    return ValidationSection(rep, sessions, figures)
+    return ValidationSection(rep, prepared, wrong, figures)
 
 
 # ------------------------------------------------------------------ provenance
