@@ -158,7 +158,6 @@ class FitSummary:
 
     def lines(self) -> list[str]:
         """The text ``fit pose-error`` prints (without warnings, model file and figures)."""
-
         camp = self.campaign
         out = []
         if camp.frames is not None:
