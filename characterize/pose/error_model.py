@@ -274,12 +274,9 @@ class QProfile:
         """Q at every s² (any shape)."""
         return np.maximum(self._q_slope(s2)[0], 0.0)
 
-    def cdf(self, s: np.ndarray) -> np.ndarray:
-        """``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s))``; s in the axis unit, ≥ 0."""
-        return chi2.sf(self.q(np.asarray(s, dtype=float) ** 2), self.dof)
-
     def quantile(self, u: np.ndarray) -> np.ndarray:
-        """Inverse of :meth:`cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0)."""
+        """sigma_b at probabilities ``u`` of ``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s²))`` (axis unit;
+        0 below the mass at 0)."""
         u = np.asarray(u, dtype=float)
         with np.errstate(divide="ignore"):
             target = chi2.isf(u, self.dof)
