@@ -41,11 +41,6 @@ class ReturnStats:
     no_return_with_intensity_pct: float  # of the no-returns, intensity not 0, % (nan: none)
     intensity_pct: dict[str, float]
 
-    def top_levels(self, k: int = 6) -> str:
-        """The ``k`` most frequent intensity levels, e.g. ``"15: 97.0 %, 6: 1.5 %"``."""
-        top = sorted(self.intensity_pct.items(), key=lambda kv: -kv[1])[:k]
-        return ", ".join(f"{key}: {pct:.1f} %" for key, pct in top)
-
 
 def return_stats(turns: LidarTurns) -> ReturnStats:
     """:class:`ReturnStats` of every point of ``turns``."""
