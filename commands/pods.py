@@ -140,7 +140,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
         click.echo(noise_table(fit, doc))
         if output is not None:
             click.echo(f"model written to {output}")
-    if not all(f.nis_ok for f in fit.axes.values()):
+    if not all(f.nis.consistent for f in fit.axes.values()):
         click.get_current_context().exit(1)
 
 

@@ -245,8 +245,7 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
 
         with atomic_figures(plots, force=force, inputs=selection.sessions) as out:
             for s, chk in zip(series, report.sessions, strict=True):
-                figures.append(
-                    plot_error_bands(s, chk.params, out / f"{s.name}_validate.png", seed=seed))
+                figures.append(plot_error_bands(s, chk.params, out / f"{s.name}_validate.png"))
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
     if as_json:

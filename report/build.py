@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from sensorbench.logs.atomic_output import atomic_output, check_output, make_dir
 from sensorbench.report.data import (
     PoseSection,
     ProgressFn,
-    ReportContent,
     ReportInputs,
     ReportOptions,
     Section,
@@ -57,12 +56,22 @@ def _within(steps: StepFn, k: int, n: int) -> Callable[[float], None]:
 
 @dataclass
 class Report:
-    """The written page (``path``), its computed sections (``content``) and their plain-dict
-    form (``data``, SI units, :meth:`ReportContent.as_dict`)."""
+    """The written page (``path``) and its computed sections in page order (None: nothing
+    for it in the inputs)."""
 
     path: Path
-    data: dict[str, Any] = field(default_factory=dict)
-    content: ReportContent | None = None
+    sessions: list[Path]
+    sections: list[Section | None]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """``{"sessions": [...]}`` then each section's keys (SI units, JSON-ready after
+        ``json_ready``)."""
+        data: dict[str, Any] = {"sessions": [str(p) for p in self.sessions]}
+        for s in self.sections:
+            if s is not None:
+                data.update(s.as_dict())
+        return data
 
 
 def build_report(
@@ -92,7 +101,7 @@ def build_report(
     out = Path(out_dir)
     make_dir(out, "nothing was written")
     check_output(out / "report.html", force=force, inputs=paths)
-    content = ReportContent(paths)
+    sections: list[Section | None] = []
     with tempfile.TemporaryDirectory(prefix="sensorbench-report-") as tmp:
         inputs = ReportInputs(paths, models, opts, Path(tmp), say)
         body = []
@@ -102,16 +111,14 @@ def build_report(
                 here = replace(inputs, within=_within(steps, k, len(SECTIONS)))
                 steps(k * _STEP, len(SECTIONS) * _STEP)
             section = compute(here)
-            content.sections.append(section)
+            sections.append(section)
             if section is not None:
                 body.append(render(section))
             elif compute is compute_pose and (why := pose_left_out(here)):
                 body.append(f"<h2>Pose sensor</h2><p class='note'>{esc(why)}</p>")
     if steps is not None:
         steps(len(SECTIONS) * _STEP, len(SECTIONS) * _STEP)
-    summaries = [
-        s.summary() for s in content.sections if s is not None and isinstance(s, PoseSection)
-    ]
+    summaries = [s.summary() for s in sections if isinstance(s, PoseSection)]
     page = render_page("".join(body), len(paths), summaries)
     path = out / "report.html"
     try:
@@ -119,4 +126,4 @@ def build_report(
             tmp.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise SensorbenchError(f"cannot write {path}: {exc}") from exc
-    return Report(path, content.as_dict(), content)
+    return Report(path, paths, sections)

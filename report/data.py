@@ -19,8 +19,8 @@ from sensorbench.logs.model_keys import POSE_AXES
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pose.error_model import PoseErrorModel
-    from sensorbench.characterize.pose.sessions import PreparedCampaign
-    from sensorbench.characterize.pose.validate import SessionCheck, ValidationReport
+    from sensorbench.characterize.pose.sessions import PreparedCampaign, PreparedSession
+    from sensorbench.characterize.pose.validate import ValidationReport
     from sensorbench.characterize.pose.verdict import Verdict
     from sensorbench.fusion.filter_noise import FilterNoise
 
@@ -461,30 +461,19 @@ class PoseParam:
 
 
 @dataclass
-class ValidationSession:
-    """One held-out session's checks; ``segmentation``: ``flags``, ``detected`` or ``none``;
-    the simulator's wrong relocalizations (None: not simulated)."""
-
-    check: SessionCheck
-    n_samples: int
-    n_relocalizations: int
-    wrong_relocalizations: int | None
-    segmentation: str = "flags"
-
-
-@dataclass
 class ValidationSection:
-    """The leave-one-session-out validation of the pose-error model."""
+    """The leave-one-session-out validation of the pose-error model: per held-out session
+    (``report.sessions`` order) its prepared session and the simulator's wrong
+    relocalizations (None: not simulated)."""
 
     report: ValidationReport
-    sessions: list[ValidationSession]
+    prepared: list[PreparedSession]
+    wrong: list[int | None]
     figures: list[Figure]
 
     def as_dict(self) -> dict[str, Any]:
         """``data["validation"]``: :func:`validation_document`."""
-        return {"validation": validation_document(
-            self.report, [s.wrong_relocalizations for s in self.sessions]
-        )}
+        return {"validation": validation_document(self.report, self.wrong)}
 
 
 @dataclass
@@ -582,7 +571,7 @@ def pose_left_out(inputs: ReportInputs) -> str:
 
 def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
-    from sensorbench.characterize.pose.error_model import FitOptions, PoseErrorModel, fit_pose_error
+    from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.sessions import prepare_sessions
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
@@ -613,11 +602,11 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
             inputs.within(share * done / total)
 
         model = fit_pose_error(
-            series, FitOptions(), sensor=opts.sensor, reference=opts.reference, progress=fitting
+            series, sensor=opts.sensor, reference=opts.reference, progress=fitting
         )
         source = "fitted for this report"
     truth, speed = _pose_truth(use)
-    out = _pose_params(model, truth)
+    out = pose_params(model, truth)
     figures = _pose_figures(prepared, model.params_array(), figdir)
     section = PoseSection(
         opts.sensor, opts.reference, source, out, None if truth is None else speed, figures
@@ -656,7 +645,7 @@ def compute_pose_verdict(
     return assess(prepared, model, validation, frames, campaign.align)
 
 
-def _pose_params(model: Any, truth: np.ndarray | None) -> list[PoseParam]:
+def pose_params(model: Any, truth: np.ndarray | None = None) -> list[PoseParam]:
     """Every axis' fitted parameters with their 95 and 99.9 % intervals and the truth."""
     from sensorbench.characterize.pose.series import param_unit
 
@@ -720,13 +709,9 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
         series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha,
         folds=campaign.folds, progress=validating,
     )  # fmt: skip
-    sessions = [
-        ValidationSession(chk, ps.series.n, ps.series.n_segments - 1, w, ps.segmentation.method)
-        for chk, ps, w in zip(rep.sessions, prepared, wrong, strict=True)
-    ]
     figures = [
         Figure.read(
-            plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png", seed=opts.seed),
+            plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png"),
             f"{s.name}: error in the bands of the model refitted without it",
         )
         for s, chk in zip(series, rep.sessions, strict=True)
@@ -734,7 +719,7 @@ def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) ->
     figures.append(
         Figure.read(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
     )
-    return ValidationSection(rep, sessions, figures)
+    return ValidationSection(rep, prepared, wrong, figures)
 
 
 # ------------------------------------------------------------------ provenance
@@ -814,18 +799,3 @@ def compute_provenance(inputs: ReportInputs) -> ProvenanceSection:
         )
     return ProvenanceSection(_model_files(inputs.models, set(hashes)), sessions)
 
-
-@dataclass
-class ReportContent:
-    """Every computed section, in page order (a section absent from the inputs is None)."""
-
-    sessions: list[Path]
-    sections: list[Section | None] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """``Report.data``: ``{"sessions": [...]}`` then each section's keys."""
-        data: dict[str, Any] = {"sessions": [str(p) for p in self.sessions]}
-        for s in self.sections:
-            if s is not None:
-                data.update(s.as_dict())
-        return data

@@ -428,14 +428,13 @@ def render_validation(v: ValidationSection) -> str:
     """Verdict per held-out session, percentile tables, band plots and rank histogram."""
     from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 
-    simulated = any(s.wrong_relocalizations is not None for s in v.sessions)
+    simulated = any(w is not None for w in v.wrong)
     vrows = []
-    for s in v.sessions:
-        chk, w = s.check, s.wrong_relocalizations
+    for chk, ps, w in zip(v.report.sessions, v.prepared, v.wrong, strict=True):
         failed = ", ".join(f"{f['axis']} {f['statistic']}" for f in chk.failures()) or "–"
-        detected = s.segmentation == "detected"
-        relocs = f"{s.n_relocalizations} detected breaks" if detected else s.n_relocalizations
-        row = (chk.name, verdict_span(chk.passed, "PASS", "FAIL"), num(chk.p_joint), s.n_samples)
+        n = ps.series.n_segments - 1
+        relocs = f"{n} detected breaks" if ps.segmentation.method == "detected" else n
+        row = (chk.name, verdict_span(chk.passed, "PASS", "FAIL"), num(chk.p_joint), ps.series.n)
         vrows.append((*row, relocs, *(["–" if w is None else w] if simulated else []), failed))
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
@@ -446,8 +445,7 @@ def render_validation(v: ValidationSection) -> str:
     if simulated:
         head.append("simulated wrong relocalizations")
     parts.append(table([*head, "failed checks"], vrows, "verdict per held-out session"))
-    for s in v.sessions:
-        chk = s.check
+    for chk in v.report.sessions:
         prow = [
             [a, *(f"{100 * p:.1f}{' *' if bad else ''}" for p, bad in zip(*rows, strict=True))]
             for a, *rows in zip(POSE_AXES, chk.percentile, chk.failed, strict=True)

@@ -11,17 +11,16 @@ import numpy as np
 
 from sensorbench.characterize.pose.allan import allan_cross_check
 from sensorbench.characterize.pose.drift import AxisStationarity, stationarity
-from sensorbench.characterize.pose.error_model import PARAMS, PoseErrorModel
+from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 from sensorbench.characterize.pose.series import (
     AXIS_UNITS,
     DISPLAY_UNITS,
     POSE_AXES,
-    param_unit,
 )
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import wrong_lines
-from sensorbench.report.data import simulated_wrong
+from sensorbench.report.data import pose_params, simulated_wrong
 from sensorbench.report.data import validation_document as document
 
 
@@ -34,16 +33,11 @@ def fmt(v: float, unit: str) -> str:
 def model_table(model: PoseErrorModel) -> list[str]:
     """Every axis' parameters with their 95 % intervals (or why not identified)."""
     lines = ["axis   param        value            95 % interval"]
-    for a in POSE_AXES:
-        f = model.axes[a]
-        ci = f.ci()
-        for j, p in enumerate(PARAMS):
-            unit = param_unit(a, p)
-            if f.identified[j]:
-                interval = f"[{fmt(ci[j, 0], unit).strip()}, {fmt(ci[j, 1], unit).strip()}]"
-            else:
-                interval = "not identified (the likelihood is flat in it)"
-            lines.append(f"{a:6s} {p:8s} {fmt(f.values[j], unit)}   {interval}")
+    flat = "not identified (the likelihood is flat in it)"
+    for p in pose_params(model):
+        lo, hi = (fmt(v, p.unit).strip() for v in p.ci95)
+        interval = f"[{lo}, {hi}]" if p.identified else flat
+        lines.append(f"{p.axis:6s} {p.param:8s} {fmt(p.value, p.unit)}   {interval}")
     return lines
 
 
@@ -71,16 +65,18 @@ def offset_line(offset: Any) -> str:
     return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
 
 
-def unstable_note(seg: Any) -> str:
-    """``; k detection(s) change ...`` when detections move with the offset ± 2σ, else ``""``."""
-    k = seg.unstable_times_s.size
-    if k == 0:
-        return ""
-    times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
-    return (
-        f"; {k} detection(s) change when the time offset moves by ±2 x "
-        f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
-    )
+def relocalizations(ps: Any) -> str:
+    """``relocalizations: method (k)`` of a prepared session, and the detections that
+    change when the time offset moves by ± 2σ."""
+    seg = ps.segmentation
+    out = f"relocalizations: {seg.method} ({ps.series.n_segments - 1})"
+    if k := seg.unstable_times_s.size:
+        times = ", ".join(f"{t:.2f}" for t in seg.unstable_times_s)
+        out += (
+            f"; {k} detection(s) change when the time offset moves by ±2 x "
+            f"{1000 * seg.offset_sigma_s:.1f} ms: at {times} s"
+        )
+    return out
 
 
 def trajectory_lines(ps: Any) -> list[str]:
@@ -102,15 +98,6 @@ def trajectory_lines(ps: Any) -> list[str]:
             f"(max {d['max']:.3f}) over {te.rpe_m.n} pairs"
         )
     return lines
-
-
-def session_line(ps: Any) -> str:
-    """``name: N samples over T s, relocalizations: method (k)`` of a prepared session."""
-    s, seg = ps.series, ps.segmentation
-    return (
-        f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, relocalizations: "
-        f"{seg.method} ({s.n_segments - 1})" + unstable_note(seg)
-    )
 
 
 @dataclass
@@ -171,7 +158,6 @@ class FitSummary:
 
     def lines(self) -> list[str]:
         """The text ``fit pose-error`` prints (without warnings, model file and figures)."""
-
         camp = self.campaign
         out = []
         if camp.frames is not None:
@@ -184,7 +170,8 @@ class FitSummary:
         out.append(offset_line(camp.time_offset))
         for ps in camp.prepared:
             rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
-            out.append(session_line(ps))
+            s = ps.series
+            out.append(f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, {relocalizations(ps)}")
             out.append(
                 "  RMS error: "
                 + ", ".join(
@@ -240,8 +227,7 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
         out.append(
             f"{chk.name}: {'PASS' if chk.passed else 'FAIL'} (joint p = {chk.p_joint:.4f}); "
             f"{ps.series.n} samples, time offset {ms(al.offset_s, al.offset_se_s)}, "
-            f"relocalizations: {ps.segmentation.method} ({ps.series.n_segments - 1})"
-            + unstable_note(ps.segmentation)
+            + relocalizations(ps)
         )
         out.append("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
         for i, a in enumerate(POSE_AXES):

@@ -192,7 +192,8 @@ def test_outlier_fractions(static_session, sim, name):
     # seeds 100-105 the estimate sat +1.4 SE, about +2.5 %, above the truth)
     tol = 3 * np.sqrt(noise.edge_outliers_var) + 0.05 * truth_edges
     assert abs(noise.edge_outliers_est - truth_edges) <= tol
-    assert noise.edge_outlier_pct == pytest.approx(100 * noise.edge_outliers_est / used.sum())
+    pct = noise.as_dict()["edge_outlier_pct"]
+    assert pct == pytest.approx(100 * noise.edge_outliers_est / used.sum())
     # per point: the classifier finds visible mixed pixels and is rarely wrong
     visible = edge_idx[~hidden & real_edge]
     assert np.mean(lab[visible] == LABEL_EDGE) >= 0.9

@@ -72,7 +72,7 @@ def test_each_map_its_own_frame_and_evo_figures(recordings, tmp_path: Path) -> N
         [h5 for _, h5 in recordings.values()], tmp_path / "out", options=ReportOptions(draws=200)
     )
     pose = rep.data["pose_error"]
-    line = next(s for s in rep.content.sections if isinstance(s, PoseSection)).summary()
+    line = next(s for s in rep.sections if isinstance(s, PoseSection)).summary()
     assert line.startswith("pose_sensor: ") and "frames: one transform per session" in line
     assert pose["alignment"].startswith("one transform per session"), pose["alignment"]
     assert "not in the others' map" in pose["alignment"]
@@ -94,7 +94,7 @@ def test_each_map_its_own_frame_and_evo_figures(recordings, tmp_path: Path) -> N
     text = rep.path.read_text()
     assert "Frame alignment: one transform per session" in text
     _summary_box_is_at_the_top(rep.path, tmp_path / "page.png")
-    section = next(s for s in rep.content.sections if isinstance(s, PoseSection))
+    section = next(s for s in rep.sections if isinstance(s, PoseSection))
     overlays = [f for f in section.figures if "aligned estimate" in f.caption]
     assert len(overlays) == len(MAPS)
     for f in overlays:

@@ -31,23 +31,22 @@ def test_the_page_is_rendered_from_the_computed_sections_alone(
     static_session: Path, tmp_path: Path
 ) -> None:
     rep = build_report([static_session], tmp_path / "r")
-    assert rep.content is not None
-    kinds = [type(s) for s in rep.content.sections]
+    kinds = [type(s) for s in rep.sections]
     # no models: no pods section; one session: the pose model without validation
     assert kinds == [LidarSection, type(None), PoseSection, ProvenanceSection]
-    assert rep.content.sections[2].validation is None
-    assert rep.data == rep.content.as_dict()
-    lidar = rep.content.sections[0]
+    assert rep.sections[2].validation is None
+    assert rep.data["sessions"] == [str(static_session)]
+    lidar = rep.sections[0]
     assert {st.name for st in lidar.sessions[0].streams} == {"ld19", "lidar_front", "lidar_rear"}
     assert all(f.png.startswith(b"\x89PNG") for st in lidar.sessions[0].streams for f in st.figures)
     # the figures' files are gone with the report's temporary directory: rendering
     # again from the dataclasses gives the written page byte for byte
     body = "".join(
         render(s)
-        for s, (_, render) in zip(rep.content.sections, SECTIONS, strict=True)
+        for s, (_, render) in zip(rep.sections, SECTIONS, strict=True)
         if s is not None
     )
-    lines = [s.summary() for s in rep.content.sections if isinstance(s, PoseSection)]
+    lines = [s.summary() for s in rep.sections if isinstance(s, PoseSection)]
     assert render_page(body, 1, lines) == rep.path.read_text(encoding="utf-8")
 
 

@@ -70,9 +70,11 @@ def datasheet(ch: LidarCharacterization) -> str:
     t = ch.timing
     rows = [*_timing_rows(t)]
     if ch.returns is not None:
+        top = sorted(ch.returns.intensity_pct.items(), key=lambda kv: -kv[1])[:6]
+        levels = ", ".join(f"{key}: {pct:.1f} %" for key, pct in top)  # the 6 most frequent
         rows += [
             ("No returns", f"{ch.returns.no_return_pct:.1f} % of points"),
-            ("Intensity levels", f"{ch.returns.top_levels()} (of returns)"),
+            ("Intensity levels", f"{levels} (of returns)"),
         ]
     if ch.sequence is not None:
         rows += _sequence_rows(ch.sequence)

@@ -60,11 +60,6 @@ class NoiseReport:
     noise_band: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int8))
     plot: dict = field(default_factory=dict, repr=False)
 
-    @property
-    def edge_outlier_pct(self) -> float:
-        """Edge outliers, % of samples, corrected for those too close to a surface to see."""
-        return 100.0 * self.edge_outliers_est / self.n_samples
-
     def as_dict(self) -> dict:
         """JSON-ready dict (without plot data)."""
         n = self.n_samples
@@ -81,7 +76,7 @@ class NoiseReport:
             "bands": self.bands,
             "edge_outliers_detected": self.edge_outliers,
             "edge_outlier_detected_pct": 100.0 * self.edge_outliers / n,
-            "edge_outlier_pct": self.edge_outlier_pct,
+            "edge_outlier_pct": 100.0 * self.edge_outliers_est / n,  # the unseen ones counted
             # Poisson, weighted counts
             "edge_outlier_pct_se": 100.0 * float(np.sqrt(max(self.edge_outliers_var, 1.0))) / n,
             "false_points": self.false_points,

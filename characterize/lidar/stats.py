@@ -41,11 +41,6 @@ class ReturnStats:
     no_return_with_intensity_pct: float  # of the no-returns, intensity not 0, % (nan: none)
     intensity_pct: dict[str, float]
 
-    def top_levels(self, k: int = 6) -> str:
-        """The ``k`` most frequent intensity levels, e.g. ``"15: 97.0 %, 6: 1.5 %"``."""
-        top = sorted(self.intensity_pct.items(), key=lambda kv: -kv[1])[:k]
-        return ", ".join(f"{key}: {pct:.1f} %" for key, pct in top)
-
 
 def return_stats(turns: LidarTurns) -> ReturnStats:
     """:class:`ReturnStats` of every point of ``turns``."""
@@ -156,6 +151,8 @@ MIN_COMMON_BINS = 20
 QUANTILE = 0.75
 STATIC_BIN_DEG = 2.0
 """Width of the bearing bins whose ranges tell a static turn (°)."""
+STATIC_FACTOR = 2.5
+"""A turn is static while its range change stays under this multiple of the noise floor."""
 
 
 @dataclass(frozen=True)
@@ -197,20 +194,19 @@ def _change(grid: np.ndarray, lag: int) -> np.ndarray:
 
 
 def detect_static(
-    turns: LidarTurns, period_s: float, lag_s: float = 1.0, factor: float = 2.5,
-    min_static_s: float = 3.0,
+    turns: LidarTurns, period_s: float, lag_s: float, min_static_s: float
 ) -> StaticDetection:
     """Label the static stretches of ``turns``: a turn whose upper-quartile per-bearing
     (:data:`STATIC_BIN_DEG`) range change to the turns ``lag_s`` (s) before and after stays
-    under ``factor`` × the lag-1 noise floor, in runs of at least ``min_static_s`` (s)
-    (docs/LIDAR.md, "Static stretches")."""
+    under :data:`STATIC_FACTOR` × the lag-1 noise floor, in runs of at least
+    ``min_static_s`` (s) (docs/LIDAR.md, "Static stretches")."""
     n_bins = round(360.0 / STATIC_BIN_DEG)
     grid = binned_turns(turns, n_bins)
     lag = max(1, round(lag_s / period_s))
     c1 = _change(grid, 1)
     cl = _change(grid, lag)
     floor = float(np.nanpercentile(c1, 25)) if np.any(np.isfinite(c1)) else float("nan")
-    threshold = max(factor * floor, 1e-3) if np.isfinite(floor) else float("nan")
+    threshold = max(STATIC_FACTOR * floor, 1e-3) if np.isfinite(floor) else float("nan")
     with np.errstate(invalid="ignore"):
         back_ok = cl <= threshold
         ahead = np.full_like(cl, np.nan)
@@ -240,7 +236,6 @@ class StaticOptions:
     """Knobs of the static-stretch detector and the noise/outlier measurement."""
 
     lag_s: float = 1.0  # lag (s) over which motion must show
-    factor: float = 2.5  # static threshold, × the lag-1 noise floor
     min_static_s: float = 3.0  # shortest static stretch (s)
     bands_m: tuple[float, ...] = DEFAULT_BANDS_M  # range band edges (m)
     outlier_k: float = 5.0  # outlier threshold (σ)
@@ -309,9 +304,7 @@ def characterize_turns(
         return LidarCharacterization(
             device, model, source, timing, None, None, periods, turns, None, returns, seq
         )
-    det = detect_static(
-        turns, timing.nominal_period_s, opt.lag_s, factor=opt.factor, min_static_s=opt.min_static_s
-    )
+    det = detect_static(turns, timing.nominal_period_s, opt.lag_s, opt.min_static_s)
     if det.n_stretches == 0:
         change = det.change_m[np.isfinite(det.change_m)]
         detail = (

@@ -79,7 +79,7 @@ def noise_table(fit: NoiseFit, doc: dict[str, Any]) -> str:
     out.append(
         "units: q m²/s³ (heading rad²/s³), q_jerk s³, r m² (heading rad²); slip, drag: "
         "shares of the wheels' slip law; NIS: mean clipped to the gate")
-    verdict = "consistent" if all(f.nis_ok for f in fit.axes.values()) else "NOT consistent"
+    verdict = "consistent" if all(f.nis.consistent for f in fit.axes.values()) else "NOT consistent"
     out.append(f"filters under the fitted model: {verdict} on these sessions")
     out += _drift_lines(fit)
     if fit.reach is not None:

@@ -77,16 +77,6 @@ class AxisNoiseFit:
     rho: np.ndarray
     rho_bound: float
 
-    @property
-    def nis_ok(self) -> bool:
-        """Mean calibrated NIS inside its band and rejections ≤ 2× the gate's nominal rate."""
-        return self.nis.consistent
-
-    @property
-    def white(self) -> bool:
-        """Every ρ_k inside ±1.96/√K (expect 1 in 20 lags outside by chance)."""
-        return bool(np.all(np.abs(self.rho) <= self.rho_bound))
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (``nis_mean``/``nis_bounds_95``: the calibrated NIS)."""
         return {
@@ -103,7 +93,7 @@ class AxisNoiseFit:
             "consistent": self.nis.consistent,
             "rho": [float(v) for v in self.rho],
             "rho_bound": self.rho_bound,
-            "white": self.white,
+            "white": bool(np.all(np.abs(self.rho) <= self.rho_bound)),
             "lags_outside": int(np.count_nonzero(np.abs(self.rho) > self.rho_bound)),
         }
 

@@ -4,7 +4,7 @@ trends (unit/s) and variance growth. docs/POSE_ERROR.md ("The verdict")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import numpy as np
@@ -70,16 +70,11 @@ class AxisStationarity:
         )
 
     def to_dict(self) -> dict:
-        """JSON-ready."""
+        """JSON-ready: the fields but ``axis``, the limit's fraction, the verdict and why."""
+        own = {f.name: getattr(self, f.name) for f in fields(self)[1:]}
         return {
-            "tau_s": self.tau_s,
-            "tau_ci95_s": list(self.tau_ci95_s),
-            "tau_identified": self.tau_identified,
-            "median_segment_s": self.median_segment_s,
-            "limit_s": self.limit_s,
-            "fraction": TAU_SEGMENT_FRACTION,
-            "stationary": self.stationary,
-            "reason": self.reason(),
+            **own, "tau_ci95_s": list(self.tau_ci95_s), "fraction": TAU_SEGMENT_FRACTION,
+            "stationary": self.stationary, "reason": self.reason(),
         }
 
 
@@ -125,17 +120,11 @@ class SlopeTest:
         return self.testable and self.p_value < self.level
 
     def to_dict(self) -> dict:
-        """JSON-ready."""
-        return {
-            self.KEYS[0]: self.slope,
-            self.KEYS[1]: self.se,
-            "dof": self.dof,
-            "p_value": self.p_value,
-            "n_segments": self.n_segments,
-            "level": self.level,
-            "testable": self.testable,
-            "failed": self.failed,
-        }
+        """JSON-ready: slope and se under :attr:`KEYS`, the other fields but ``axis``, the
+        verdict."""
+        rest = {f.name: getattr(self, f.name) for f in fields(self)[3:]}
+        keys = {self.KEYS[0]: self.slope, self.KEYS[1]: self.se}
+        return {**keys, **rest, "testable": self.testable, "failed": self.failed}
 
 
 class AxisTrend(SlopeTest):

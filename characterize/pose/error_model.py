@@ -10,7 +10,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ MAX_RESTRICTED_STEP = 1.0
 """Largest restricted-likelihood step of sigma, tau, sigma_v, in standard errors."""
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
+MAX_ITER, FD_STEP_LOG, NEWTON_TOL = 60, 3e-3, 1e-5
+"""The fit's Newton iterations at most, central-difference step (in ln θ) and convergence
+threshold of the Newton decrement (:func:`minimize_batched`; provenance ``fit_options``)."""
 MODEL_KIND = "pose_error_gm"
 MODEL_UNITS = {"length": "m", "angle": "rad", "time": "s"}
 READ_UNITS = {"length": "m", "angle": "rad"}
@@ -271,12 +274,9 @@ class QProfile:
         """Q at every s² (any shape)."""
         return np.maximum(self._q_slope(s2)[0], 0.0)
 
-    def cdf(self, s: np.ndarray) -> np.ndarray:
-        """``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s))``; s in the axis unit, ≥ 0."""
-        return chi2.sf(self.q(np.asarray(s, dtype=float) ** 2), self.dof)
-
     def quantile(self, u: np.ndarray) -> np.ndarray:
-        """Inverse of :meth:`cdf`: sigma_b at probabilities ``u`` (0 below the mass at 0)."""
+        """sigma_b at probabilities ``u`` of ``P(sigma_b ≤ s) = P(χ²_dof ≥ Q(s²))`` (axis unit;
+        0 below the mass at 0)."""
         u = np.asarray(u, dtype=float)
         with np.errstate(divide="ignore"):
             target = chi2.isf(u, self.dof)
@@ -510,21 +510,21 @@ _AT_BOUND = 1e-9
 
 def minimize_batched(
     fun: Callable[[np.ndarray, np.ndarray], np.ndarray], theta0: np.ndarray, lower: np.ndarray,
-    upper: np.ndarray, max_iter: int = 60, h: float = 3e-3, tol: float = 1e-5,
-    progress: Progress | None = None,
+    upper: np.ndarray, progress: Progress | None = None,
 ) -> _OptResult:
     """Minimise P independent smooth functions of d bounded parameters at once.
 
     ``fun(theta (P_active, n_sets, d), active indices) -> (P_active, n_sets)``. Damped
-    saddle-free Newton on a central-difference stencil of step ``h``; a problem stops at
-    a Newton decrement below ``tol`` (or a rejected step below ``100 tol``)."""
+    saddle-free Newton on a central-difference stencil of step :data:`FD_STEP_LOG`; a
+    problem stops at a Newton decrement below :data:`NEWTON_TOL` (or a rejected step below
+    100 times it)."""
     p, d = theta0.shape
-    offsets, pairs = _stencil(d, h)
+    offsets, pairs = _stencil(d, FD_STEP_LOG)
 
     def evaluate(th: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
         sets = np.clip(th[:, None, :] + offsets[None], lower[act, None, :], upper[act, None, :])
         f = fun(sets, act)
-        g, hs = _grad_hess(f, d, h, pairs)
+        g, hs = _grad_hess(f, d, FD_STEP_LOG, pairs)
         bad = ~np.all(np.isfinite(f), axis=1)
         f0 = np.where(bad, np.inf, f[:, 0])
         g[bad] = 0.0
@@ -538,16 +538,16 @@ def minimize_batched(
     iters = np.ones(p, dtype=int)
     converged = np.zeros(p, dtype=bool)
     active = all_idx[np.isfinite(nll)]
-    for it in range(max_iter):
+    for it in range(MAX_ITER):
         if progress is not None:
-            progress(it, max_iter)
+            progress(it, MAX_ITER)
         if active.size == 0:
             break
         th = theta[active]
         free, vec, ev_abs, proj, decrement = _saddle_free(
             th, grad[active], hess[active], lower[active], upper[active]
         )
-        done = decrement < tol
+        done = decrement < NEWTON_TOL
         converged[active[done]] = True
         keep = ~done
         active, th, proj, vec, ev_abs, free = (
@@ -567,13 +567,13 @@ def minimize_batched(
         lam[rej] = lam[rej] * 10.0 + 1e-3
         # a rejected step that no longer moves anything, or one rejected that close
         # to the optimum: numerically converged
-        near = ~ok & (decrement[keep] < 100.0 * tol)
+        near = ~ok & (decrement[keep] < 100.0 * NEWTON_TOL)
         converged[active[near]] = True
         stuck = near | (~ok & (np.abs(trial - th).max(axis=1) < 1e-8))
         active = active[~stuck & (lam[active] < 1e8)]
     at_bound = (theta <= lower + 1e-6) | (theta >= upper - 1e-6)
     if progress is not None:
-        progress(max_iter, max_iter)
+        progress(MAX_ITER, MAX_ITER)
     return _OptResult(theta, nll, hess, at_bound, iters, converged)
 
 
@@ -794,15 +794,6 @@ class PoseErrorModel:
 # --------------------------------------------------------------------------- fitting
 
 
-@dataclass
-class FitOptions:
-    """Options of :func:`fit_pose_error` (recorded in the model's provenance)."""
-
-    max_iter: int = 60
-    fd_step_log: float = 3e-3
-    tol: float = 1e-5
-
-
 def _initial_guess(
     series: list[ErrorSeries], axis: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -851,8 +842,8 @@ class _Problem:
 
 
 def _fit_problems(
-    series: list[ErrorSeries], problems: list[_Problem], options: FitOptions,
-    theta_start: np.ndarray | None = None, progress: Progress | None = None,
+    series: list[ErrorSeries], problems: list[_Problem], theta_start: np.ndarray | None = None,
+    progress: Progress | None = None,
 ) -> _OptResult:
     """Maximise the likelihood of every problem in one batched optimisation."""
     axes_used = sorted({p.axis for p in problems})
@@ -883,9 +874,7 @@ def _fit_problems(
         np.add.at(out, (owner_c, set_c), nll)
         return out
 
-    return minimize_batched(
-        fun, theta0, lower, upper, options.max_iter, options.fd_step_log, options.tol, progress
-    )
+    return minimize_batched(fun, theta0, lower, upper, progress)
 
 
 def _cov_from_hessian(hess: np.ndarray, at_bound: np.ndarray) -> np.ndarray:
@@ -920,17 +909,15 @@ class GroupFits(dict[str, AxisFit]):
 
 
 def fit_groups(
-    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions | None = None,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], groups: list[list[int]], progress: Progress | None = None,
 ) -> list[GroupFits]:
     """Fit every axis on each group of session indices, all groups in one batch.
 
     Each group is refitted with its named wrong relocalizations' offsets unknown until
     the names settle (:data:`NAMING_ROUNDS` at most); ``progress`` follows the first fit."""
-    options = options or FitOptions()
     if not series:
         raise FitError("no sessions to fit")
-    fits = _fit_groups(series, groups, options, progress)
+    fits = _fit_groups(series, groups, progress)
     wrong = [WrongRelocs.none([series[i] for i in g]) for g in groups]
     todo = list(range(len(groups)))
     for _ in range(NAMING_ROUNDS):
@@ -945,14 +932,13 @@ def fit_groups(
             refit_groups.append(list(range(len(copies), len(copies) + len(groups[gi]))))
             marks = zip(groups[gi], found[gi].masks, strict=True)
             copies += [replace(series[i], wrong=m) for i, m in marks]
-        for gi, f in zip(todo, _fit_groups(copies, refit_groups, options), strict=True):
+        for gi, f in zip(todo, _fit_groups(copies, refit_groups), strict=True):
             fits[gi] = f
     return [GroupFits(f, w) for f, w in zip(fits, wrong, strict=True)]
 
 
 def _fit_groups(
-    series: list[ErrorSeries], groups: list[list[int]], options: FitOptions,
-    progress: Progress | None = None,
+    series: list[ErrorSeries], groups: list[list[int]], progress: Progress | None = None,
 ) -> list[dict[str, AxisFit]]:
     """One batched fit of every axis of every group (the series' wrong marks as given)."""
     problems = [_Problem(a, g) for g in groups for a in range(len(POSE_AXES))]
@@ -976,13 +962,13 @@ def _fit_groups(
         # group's optimum and a much better start than the moments
         union = sorted({s for g in groups for s in g})
         full = _fit_problems(
-            series, [_Problem(a, union) for a in range(len(POSE_AXES))], options,
+            series, [_Problem(a, union) for a in range(len(POSE_AXES))],
             progress=_stage(progress, 0, stages),
         )
         theta_start = np.tile(full.theta, (len(groups), 1))
     parts = [
         _fit_problems(
-            series, [problems[i] for i in b], options,
+            series, [problems[i] for i in b],
             None if theta_start is None else theta_start[b],
             _stage(progress, k + int(overlapping), stages),
         )
@@ -996,7 +982,7 @@ def _fit_groups(
     for gi, g in enumerate(groups):
         rows = slice(gi * n_a, (gi + 1) * n_a)
         theta = _restricted_step(
-            series, g, res.theta[rows], res.hess[rows], res.at_bound[rows], options.fd_step_log
+            series, g, res.theta[rows], res.hess[rows], res.at_bound[rows], FD_STEP_LOG
         )
         fits = {}
         for a, name in enumerate(POSE_AXES):
@@ -1072,14 +1058,14 @@ def _nuisance_info(blocks: list, params: np.ndarray, axis: int) -> np.ndarray:
 
 
 def fit_pose_error(
-    series: list[ErrorSeries], options: FitOptions | None = None, sensor: str = "",
-    reference: str = "mocap", frame: str = "", inputs: list[dict[str, Any]] | None = None,
-    extra_provenance: dict[str, Any] | None = None, progress: Progress | None = None,
+    series: list[ErrorSeries], sensor: str = "", reference: str = "mocap", frame: str = "",
+    inputs: list[dict[str, Any]] | None = None, extra_provenance: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Joint ML fit of (sigma_b, sigma, tau, sigma_v) per axis over all sessions."""
-    options = options or FitOptions()
-    fits = fit_groups(series, [list(range(len(series)))], options, progress)[0]
-    prov: dict[str, Any] = {"fit_options": asdict(options), "sessions": [s.name for s in series]}
+    fits = fit_groups(series, [list(range(len(series)))], progress)[0]
+    options = {"max_iter": MAX_ITER, "fd_step_log": FD_STEP_LOG, "tol": NEWTON_TOL}
+    prov: dict[str, Any] = {"fit_options": options, "sessions": [s.name for s in series]}
     if extra_provenance:
         prov.update(extra_provenance)
     if inputs:

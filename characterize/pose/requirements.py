@@ -89,9 +89,9 @@ class RequirementPrediction:
     n_draws: int
 
     def to_dict(self) -> dict:
-        """JSON-ready."""
+        """JSON-ready (every field, a subclass's too)."""
         r = self.requirement
-        own = {f.name: getattr(self, f.name) for f in fields(RequirementPrediction)[1:]}
+        own = {f.name: getattr(self, f.name) for f in fields(self)[1:]}
         return {
             "requirement": r.text,
             "axis": r.axis,
@@ -149,10 +149,7 @@ class RequirementResult(RequirementPrediction):
         """JSON-ready."""
         return {
             **super().to_dict(),
-            "verdict_confidence": self.verdict_confidence,
-            "quantile_estimate": self.quantile_estimate,
             "quantile_bounds": list(self.quantile_bounds),
-            "met_confidence": self.met_confidence,
             "verdict": self.verdict,
             "holds": self.holds,
             "reason": self.reason(),

@@ -26,7 +26,6 @@ from sensorbench.characterize.pose.align import (
     trajectory_error,
 )
 from sensorbench.characterize.pose.error_model import (
-    FitOptions,
     GroupFits,
     PoseErrorModel,
     Progress,
@@ -192,19 +191,15 @@ def load_tracks(
 
 
 def prepare_sessions(
-    paths: list[str | Path], sensor: str, reference: str = "mocap", mode: str = "se3",
-    max_offset_s: float = 0.5, offset_s: float | None = None, align: str = "auto",
-    max_gap_s: float | None = None,
+    paths: list[str | Path], sensor: str, reference: str = "mocap", align: str = "auto"
 ) -> PreparedCampaign:
-    """Prepare the campaign of session files (:func:`prepare_campaign`), every session kept.
-
-    ``align="campaign"`` leaves no session out (the caller's frame check names those in
-    another map); ``mode="none"``: no alignment. Names: :func:`session_names`."""
+    """Prepare the campaign of session files (:func:`prepare_campaign`, SE(3), offsets
+    estimated), every session kept: ``align="campaign"`` leaves no session out (the
+    caller's frame check names those in another map). Names: :func:`session_names`."""
     tracks = [load_tracks(p, sensor, reference) for p in paths]
+    frame_alpha = FRAME_ALPHA if align == "auto" else 0.0
     return prepare_campaign(
-        tracks, session_names(paths), [str(p) for p in paths], "none" if mode == "none" else align,
-        mode == "planar", offset_s, max_offset_s, max_gap_s,
-        frame_alpha=FRAME_ALPHA if align == "auto" else 0.0,
+        tracks, session_names(paths), [str(p) for p in paths], align, frame_alpha=frame_alpha
     )
 
 
@@ -215,14 +210,13 @@ def session_names(paths: list[str | Path]) -> list[str]:
 
 
 def fit_prepared(
-    prepared: list[PreparedSession], sensor: str, reference: str, options: FitOptions | None = None,
+    prepared: list[PreparedSession], sensor: str, reference: str,
     time_offset: TimeOffset | None = None, progress: Progress | None = None,
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`), recording
     every input file, alignment, segmentation and ``time_offset`` in its provenance."""
     return fit_pose_error(
         [ps.series for ps in prepared],
-        options or FitOptions(),
         sensor=sensor,
         reference=reference,
         frame=ERROR_FRAME,

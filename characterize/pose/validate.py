@@ -13,7 +13,6 @@ import numpy as np
 from sensorbench.characterize.pose.error_model import (
     PARAMS,
     AxisFit,
-    FitOptions,
     PoseErrorModel,
     Progress,
     fit_groups,
@@ -114,15 +113,6 @@ class ValidationReport:
         """All failed checks across sessions."""
         return [f for s in self.sessions for f in s.failures()]
 
-    def failed_axes(self) -> dict[str, list[str]]:
-        """``{axis: [statistic, ...]}`` that failed in any session."""
-        out: dict[str, list[str]] = {}
-        for f in self.failures():
-            stats = out.setdefault(f["axis"], [])
-            if f["statistic"] not in stats:
-                stats.append(f["statistic"])
-        return out
-
     def rank_histogram(self, bins: int = 10) -> dict[str, list[int]]:
         """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
 
@@ -138,6 +128,10 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary with every percentile and verdict."""
+        failed_axes: dict[str, list[str]] = {}  # the statistics failed in any session
+        for f in self.failures():
+            if f["statistic"] not in failed_axes.setdefault(f["axis"], []):
+                failed_axes[f["axis"]].append(f["statistic"])
         sessions = []
         for s in self.sessions:
             per_axis = {}
@@ -181,7 +175,7 @@ class ValidationReport:
             "sidak_band_per_axis": list(SIDAK_BAND),
             "statistics": list(STAT_NAMES),
             "failures": self.failures(),
-            "failed_axes": self.failed_axes(),
+            "failed_axes": failed_axes,
             "rank_histogram": self.rank_histogram(),
             "named": list(self.named),
             "sessions": sessions,
@@ -267,8 +261,7 @@ def _sidak(alpha: float, m: int) -> float:
 def validate_sessions(
     series: list[ErrorSeries], n_draws: int = 1000, seed: int = 0,
     model: PoseErrorModel | None = None, alpha: float = 0.05, parameter_uncertainty: bool = True,
-    options: FitOptions | None = None, folds: FoldSource | None = None,
-    progress: Progress | None = None,
+    folds: FoldSource | None = None, progress: Progress | None = None,
 ) -> ValidationReport:
     """Validate the model on every session (leave-one-session-out unless ``model``).
 
@@ -302,7 +295,7 @@ def validate_sessions(
         rng = np.random.default_rng(seed if step == 0 else [seed, step])
         streams = rng.spawn(n)
         got = _round(
-            source(remaining, excluded), options, n_draws, [streams[i] for i in remaining], alpha_s,
+            source(remaining, excluded), n_draws, [streams[i] for i in remaining], alpha_s,
             parameter_uncertainty, progress if step == 0 else None,
         )
         checks.update(zip(remaining, got, strict=True))
@@ -350,7 +343,7 @@ def _given_model(
 
 
 def _round(
-    folds: list[Fold], options: FitOptions | None, n_draws: int, streams: list[np.random.Generator],
+    folds: list[Fold], n_draws: int, streams: list[np.random.Generator],
     alpha_s: float, parameter_uncertainty: bool, progress: Progress | None = None,
 ) -> list[SessionCheck]:
     """Fit every fold's training sessions (one batch) and check its held-out session."""
@@ -361,7 +354,7 @@ def _round(
         k += len(tr)
     n = len(folds)
     refits = None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
-    fits = fit_groups(train, groups, options, refits)
+    fits = fit_groups(train, groups, refits)
     out = []
     for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
         if progress is not None:
