@@ -19,10 +19,9 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, AidQueue, PoseAidModel, aid_interval
+from sensorbench.fusion.axis_loop import NIS_GATE_99
 from sensorbench.fusion.axis_step import (
-    NIS_GATE_99,
     AxisAid,
-    AxisOptions,
     AxisState,
     AxisTrack,
     _constants,
@@ -257,9 +256,8 @@ class SplitFilter:
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
         self.drift_q = tuple(float(d) for d in drift_q)
-        self.options = AxisOptions(gate=self.gate)
         self._drift_q = np.array(self.drift_q)
-        self._consts = np.array([_constants(noise.axis(a), self.options) for a in _ORDER])
+        self._consts = np.array([_constants(noise.axis(a), self.gate) for a in _ORDER])
 
     def run(
         self,
@@ -313,7 +311,7 @@ class SplitFilter:
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
             rounding=None if pods is None else _rounding(pods),
         )
-        axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
+        axes = [start_axis(pose0[j], var0[j]) for j in range(3)]
         return FilterState(
             model=model,
             t_s=float(t0_s),

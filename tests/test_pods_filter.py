@@ -12,7 +12,7 @@ from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.characterize.pods.noise_fit import fit_axis
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
+from sensorbench.fusion.axis_step import AxisInput, run_axis
 from sensorbench.fusion.consistency import (
     clipped_chi2_moments,
     nis_consistency,
@@ -26,7 +26,7 @@ from sensorbench.fusion.split_filter import SplitFilter, predict_axis
 H = 0.005  # s, 200 Hz frames
 Q = 0.01  # m²/s³
 R = 1e-8  # m²
-INF_GATE = AxisOptions(gate=math.inf)
+INF_GATE = math.inf
 
 
 def model_series(seed: int, k: int = 4000, q: float = Q, r: float = R):
