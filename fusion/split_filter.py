@@ -40,16 +40,6 @@ from sensorbench.fusion.split_step import _split_chunk, dead_reckon
 from sensorbench.logs.model_keys import AXES
 
 
-def predict_axis(
-    p: float, v: float, var_p: float, cov_pv: float, var_v: float, q: float, horizon_s: float
-) -> tuple[float, float, float, float]:
-    """Coast one axis ``horizon_s`` seconds: (p, v, var_p, var_v) with the variance grown."""
-    h = horizon_s
-    pvv = var_v + q * h
-    ppp = var_p + 2 * h * cov_pv + h * h * var_v + q * h**3
-    return p + v * h, v, ppp, pvv
-
-
 def frame_steps(
     t_s: np.ndarray, body_increments: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
