@@ -32,7 +32,6 @@ from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
     PodSlip,
-    PoseErrorCarry,
     SlipModel,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
@@ -179,8 +178,9 @@ class FilterState:
         x, y, theta: the axis filters (:class:`~sensorbench.fusion.axis_step.AxisState`).
         odometry: (3,) the dead-reckoned pose at the last frame (m, m, rad; carries pose
             samples to their frames); None when the filters take no aiding.
-        pose_error: the odometry pose error's covariance under the slip model (x and y
-            drift with the heading error), None without a slip model.
+        pose_error: (5,) the odometry pose error's covariance under the slip model (x and
+            y drift with the heading error): xx, yy (m²), θθ (rad²), xθ, yθ (m·rad); None
+            without a slip model.
         calibration: (3, P) sensitivities to the calibration's parameters along the
             estimated heading and along a zero heading, None without a row covariance.
         calibration_var: (3,) the calibration variances at the last frame: x, y along
@@ -195,7 +195,7 @@ class FilterState:
     y: AxisState
     theta: AxisState
     odometry: np.ndarray | None
-    pose_error: PoseErrorCarry | None
+    pose_error: np.ndarray | None
     calibration: tuple[np.ndarray, np.ndarray] | None
     calibration_var: np.ndarray
     aid: AidQueue | None
@@ -310,7 +310,7 @@ class SplitFilter:
             y=axes[1],
             theta=axes[2],
             odometry=None if model.aid_interval_s is None else np.array([float(p) for p in pose0]),
-            pose_error=None if model.drift is None else PoseErrorCarry.start(model.var0),
+            pose_error=None if model.drift is None else np.array([*model.var0, 0.0, 0.0]),
             calibration=None if calibration is None else (calibration.start(), calibration.start()),
             calibration_var=np.zeros(3),
             aid=None
@@ -343,7 +343,7 @@ class SplitFilter:
         elif drift is not None:
             parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
             kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
-        carry = _NO_CARRY if pose_error is None else pose_error.carry
+        carry = _NO_CARRY if pose_error is None else pose_error
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
             cal = (*state.calibration, state.calibration_var, *model.calibration.kernel_arrays)
@@ -369,7 +369,7 @@ class SplitFilter:
             y=y,
             theta=theta,
             odometry=None if odo is None else odo[-1].copy(),
-            pose_error=None if pose_error is None else PoseErrorCarry(*carry[:5].tolist()),
+            pose_error=None if pose_error is None else carry[:5],
             calibration=None if cal is _NO_CAL else (sens[0], sens[1]),
             calibration_var=carry[5:],
             aid=queue,
