@@ -17,13 +17,11 @@ from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel, aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
-    MonitorResult,
     axis_consistency,
     geyer_tau,
     heading_cross_check,
     heading_cross_check_model,
     nis_consistency,
-    nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import (
     CROSS_CHECK,
@@ -33,6 +31,7 @@ from sensorbench.fusion.estimate_stream import (
     write_estimate_session,
 )
 from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
+from sensorbench.fusion.monitor_stream import MonitorResult, nis_monitor
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
 from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
