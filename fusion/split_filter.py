@@ -73,14 +73,6 @@ _NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
 _NO_FIXES = (np.empty(0, np.int64), np.empty(0), np.empty(0))
 
 
-def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
-    """:attr:`SessionModel.rounding` of ``pods``."""
-    floor = pods.rounding_floor()
-    return np.ascontiguousarray(pods.rounding_covariance(), dtype=float), np.array(
-        [floor["x"], floor["y"]]
-    )
-
-
 _NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
 _ORDER = ("theta", "x", "y")
 """The axes in the order the heading filter's output feeds the other two."""
@@ -292,6 +284,10 @@ class SplitFilter:
         """
         calibration = None if pods is None else pods.calibration_error()
         pod_slip = None if pods is None else pods.slip_model()
+        rounding = None
+        if pods is not None:
+            floor = pods.rounding_floor()
+            rounding = (pods.rounding_covariance(), np.array([floor["x"], floor["y"]]))
         model = SessionModel(
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
@@ -299,7 +295,7 @@ class SplitFilter:
             pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
-            rounding=None if pods is None else _rounding(pods),
+            rounding=rounding,
         )
         axes = [start_axis(pose0[j], var0[j]) for j in range(3)]
         return FilterState(
