@@ -19,7 +19,7 @@ import numpy as np
 from sensorbench.drivers import pods_kind
 from sensorbench.drivers.device_kinds import get_kind, kind_names
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
-from sensorbench.errors import ConfigError
+from sensorbench.errors import ConfigError, FusionError
 from sensorbench.logs import toml_schema
 from sensorbench.logs.schema import name_conflict
 from sensorbench.logs.toml_schema import FL, F, Free, I, KeyPath, S, SchemaError, Table, Tables
@@ -73,6 +73,14 @@ class Mount:
     def as_list(self) -> list[float]:
         """``[x_m, y_m, yaw_rad]`` (session attr ``mount_xy_yaw``)."""
         return [self.x_m, self.y_m, self.yaw_rad]
+
+    @classmethod
+    def from_seq(cls, xy_yaw: object) -> Mount:
+        """From ``[x, y, yaw]`` (m, m, rad), e.g. a stream's ``mount_xy_yaw`` attribute."""
+        v = np.asarray(xy_yaw, dtype=float).ravel()
+        if v.size != 3 or not np.all(np.isfinite(v)):
+            raise FusionError(f"a mount is [x_m, y_m, yaw_rad]; got {xy_yaw!r}")
+        return cls(float(v[0]), float(v[1]), float(v[2]))
 
 
 @dataclass(frozen=True)

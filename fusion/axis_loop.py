@@ -4,7 +4,7 @@ rejection streaks, the odometry anchor and the absolute fixes of the frame offse
 one replay of 10 000 frames takes about a millisecond (the noise fit runs hundreds).
 
 Inputs, state and outputs are each a ``typing.NamedTuple`` (:class:`AxisSteps`,
-:class:`AxisGates`, :class:`AxisLoopState`, :class:`AxisOutputs`): named fields, yet a
+:class:`AxisLoopState`, :class:`AxisOutputs`): named fields, yet a
 plain tuple to numba, so ``cache=True`` works (a jitclass or structref is not cached).
 :func:`predict_pv` and :func:`update_p` are the Kalman predict and update written out on
 the 2×2 covariance's three scalars (tests compare them with the matrix form).
@@ -19,6 +19,17 @@ import numba
 import numpy as np
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+NIS_GATE_99 = 6.63
+VAR_V0 = 1.0
+"""An axis's initial velocity variance (unit²/s², the initial velocity is 0), and the least
+a forced update resets it to."""
+MAX_REJECTS = 8
+"""Consecutive rejected increments after which the streak's odometry is restored, the next
+increment applied and the velocity variance reset to :data:`VAR_V0` (counted in
+``resets``; docs/PODS.md § "Split filters")."""
+MAX_CARRIED = 3
+"""The same after this many consecutive rejections whose steps were all kept (three 1 %
+events in a row, 10⁻⁶: the model is wrong, not the data)."""
 
 Cov2 = tuple[float, float, float, float, float]
 """(p, v, Var p, Cov(p, v), Var v) of one axis."""
@@ -91,18 +102,6 @@ class AxisSteps(NamedTuple):
     aid_r: np.ndarray
 
 
-class AxisGates(NamedTuple):
-    """The loop's constants: :class:`~sensorbench.fusion.axis_step.AxisOptions`', its
-    ``gate`` bounding the ν²/S of both the odometry updates (``gate_nis``) and the
-    absolute fixes (``aid_gate``)."""
-
-    gate_nis: float
-    aid_gate: float
-    var_v0: float
-    max_rejects: int
-    max_carried: int
-
-
 class AxisLoopState(NamedTuple):
     """What the loop carries from one frame to the next (unit = m or rad of the axis).
 
@@ -115,7 +114,7 @@ class AxisLoopState(NamedTuple):
         carried: consecutive rejected updates so far whose own steps were carried.
         anchor: the odometry before the streak's first rejection.
         raw: the sum of the streak's raw increments.
-        resets: updates forced after ``max_rejects`` rejections so far.
+        resets: updates forced after :data:`MAX_REJECTS` rejections so far.
         nll: negative log-likelihood of the scored innovations so far.
     """
 
@@ -158,12 +157,12 @@ class AxisOutputs(NamedTuple):
     aid_accepted: np.ndarray
 
 
-def start_state(p0: float, var_p0: float, var_v0: float) -> AxisLoopState:
+def start_state(p0: float, var_p0: float) -> AxisLoopState:
     """The loop state before the first frame: at rest at ``p0`` (odometry anchored there),
     the start's uncertainty ``var_p0`` carried by the frame offset."""
     p = float(p0)
     return AxisLoopState(
-        p, 0.0, 0.0, 0.0, float(var_v0), 0.0, float(var_p0), p, 0, 0, 0.0, 0.0, 0, 0.0
+        p, 0.0, 0.0, 0.0, VAR_V0, 0.0, float(var_p0), p, 0, 0, 0.0, 0.0, 0, 0.0
     )
 
 
@@ -178,13 +177,14 @@ def log_two_tail(x: float) -> float:
 
 @numba.njit(cache=True)
 def axis_loop(
-    steps: AxisSteps, gates: AxisGates, state: AxisLoopState, out: AxisOutputs
+    steps: AxisSteps, gate: float, state: AxisLoopState, out: AxisOutputs
 ) -> AxisLoopState:
     """Run the K frames of ``steps`` from ``state``, filling ``out``; returns the state
-    after the last frame. Its ``nll`` has gained the negative log-likelihood of the
+    after the last frame. ``gate`` bounds the ν²/S of the odometry updates and the fixes
+    (χ²₁). Its ``nll`` has gained the negative log-likelihood of the
     innovations of the ``scored`` frames under N(0, S), each beyond its ``censor`` bound
     counting only as P(|ν| > bound); its ``resets`` the updates forced after
-    ``max_rejects`` consecutive rejections."""
+    :data:`MAX_REJECTS` consecutive rejections."""
     nll = state.nll
     n_aid = steps.aid_k.size
     ai = 0
@@ -193,7 +193,6 @@ def axis_loop(
     p, v = state.p, state.v
     ppp, ppv, pvv = state.ppp, state.ppv, state.pvv
     b, pbb = state.b, state.pbb
-    gate_nis, var_v0, max_rejects = gates.gate_nis, gates.var_v0, gates.max_rejects
     for k in range(steps.dt.size):
         p_prev = p
         hk = steps.dt[k]
@@ -214,15 +213,15 @@ def axis_loop(
                     nll -= log_two_tail(np.sqrt(steps.censor[k] / s))
                 else:
                     nll += HALF_LOG_2PI + 0.5 * np.log(s) + 0.5 * nis
-            forced = streak >= max_rejects or carried >= gates.max_carried
-            if nis <= gate_nis or forced:
+            forced = streak >= MAX_REJECTS or carried >= MAX_CARRIED
+            if nis <= gate or forced:
                 if forced:
                     # the model, not the data, was wrong: restore the odometry the
                     # streak replaced by predictions and let the velocity jump
                     resets += 1
                     odo = anchor + raw
                     nu = odo + zk - p
-                    pvv = max(pvv, var_v0)
+                    pvv = max(pvv, VAR_V0)
                     s = ppp + r_k
                 streak = carried = 0
                 odo += zk
@@ -240,12 +239,12 @@ def axis_loop(
                 streak += 1
                 raw += zk
                 step_nu = zk - (p - p_prev)
-                if step_nu * step_nu <= gate_nis * s:
+                if step_nu * step_nu <= gate * s:
                     carried += 1
                     odo += zk
                 else:
                     carried = 0
-                    bound = np.sqrt(gate_nis * s)
+                    bound = np.sqrt(gate * s)
                     odo = p + min(max(nu, -bound), bound)
         pbb = max(pbb + steps.drift[k], 0.0)
         while ai < n_aid and steps.aid_k[ai] == k + 1:
@@ -254,7 +253,7 @@ def axis_loop(
             nu = steps.aid_z[ai] - p - b
             nis = nu * nu / s
             out.aid_nis[ai] = nis
-            if nis <= gates.aid_gate:
+            if nis <= gate:
                 kb = pbb / s
                 b += kb * nu
                 pbb -= kb * pbb
@@ -295,7 +294,7 @@ class NllSeries(NamedTuple):
 
 
 @numba.njit(cache=True)
-def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndarray:
+def nll_sets(series: NllSeries, params: np.ndarray, gate: float) -> np.ndarray:
     """Negative log-likelihood (M,) of one series under M parameter sets, rows of
     ``params`` (q, r, q_jerk, slip_scale, drag_scale): :func:`axis_loop` from rest at 0
     with each set's q per step ``q + q_jerk·max(ĵ² − (r, slip_scale, drag_scale)·
@@ -327,7 +326,7 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
     )
     gains, jerk = series.jerk_gains, series.jerk
     start = AxisLoopState(
-        0.0, 0.0, 0.0, 0.0, gates.var_v0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0, 0.0
+        0.0, 0.0, 0.0, 0.0, VAR_V0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0, 0.0
     )
     for i in range(m):
         q, r, qj, sc, dc = params[i, 0], params[i, 1], params[i, 2], params[i, 3], params[i, 4]
@@ -337,5 +336,5 @@ def nll_sets(series: NllSeries, params: np.ndarray, gates: AxisGates) -> np.ndar
             slip_steps[k] = sc * series.slip[k] + dc * series.drag[k]
             rounding[k] = r * series.profile[k] + series.stamp[k]
         out.accepted[:] = True
-        total[i] = axis_loop(steps, gates, start, out).nll
+        total[i] = axis_loop(steps, gate, start, out).nll
     return total

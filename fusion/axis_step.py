@@ -17,7 +17,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.axis_loop import (
-    AxisGates,
+    NIS_GATE_99,
     AxisLoopState,
     AxisOutputs,
     AxisSteps,
@@ -28,8 +28,6 @@ from sensorbench.fusion.odometry_motion import MOTION_HISTORY, motion_inputs
 
 if TYPE_CHECKING:
     from sensorbench.fusion.filter_noise import AxisNoise
-
-NIS_GATE_99 = 6.63
 
 
 @dataclass(frozen=True)
@@ -97,27 +95,6 @@ class AxisInput:
 
 
 @dataclass(frozen=True)
-class AxisOptions:
-    """How an axis filter gates and recovers.
-
-    Attributes:
-        gate: χ²₁ threshold of the NIS ν²/S for the odometry and the fixes.
-        var_v0: initial velocity variance (unit²/s², the initial velocity is 0), and the
-            least a forced update resets it to.
-        max_rejects: consecutive rejected increments after which the streak's odometry is
-            restored, the next increment applied and the velocity variance reset to
-            ``var_v0`` (counted in ``resets``; docs/PODS.md § "Split filters").
-        max_carried: the same after this many consecutive rejections whose steps were
-            all kept (three 1 % events in a row, 10⁻⁶: the model is wrong, not the data).
-    """
-
-    gate: float = NIS_GATE_99
-    var_v0: float = 1.0
-    max_rejects: int = 8
-    max_carried: int = 3
-
-
-@dataclass(frozen=True)
 class AxisState:
     """One axis filter between two chunks: the loop's state, as the 14 floats of an
     :class:`~sensorbench.fusion.axis_loop.AxisLoopState` the compiled step takes and
@@ -163,7 +140,8 @@ class AxisTrack:
         accepted: whether each odometry update passed the gate (K,).
         aid_nis, aid_accepted: NIS and gate result of each aiding update.
         innovation, s: innovation of each odometry update and its variance.
-        resets: updates forced after ``max_rejects`` consecutive rejections.
+        resets: updates forced after
+            :data:`~sensorbench.fusion.axis_loop.MAX_REJECTS` consecutive rejections.
     """
 
     p: np.ndarray
@@ -190,23 +168,24 @@ class AxisTrack:
         return int(np.count_nonzero(~self.aid_accepted))
 
 
-def start_axis(p0: float = 0.0, var_p0: float = 0.0, var_v0: float = 1.0) -> AxisState:
+def start_axis(p0: float = 0.0, var_p0: float = 0.0) -> AxisState:
     """An axis at rest at ``p0`` (m or rad) with variance ``var_p0`` (carried by the
-    odometry frame's offset) and velocity variance ``var_v0``, before its first frame."""
-    return AxisState(np.array(start_state(p0, var_p0, var_v0), dtype=float))
+    odometry frame's offset) and velocity variance
+    :data:`~sensorbench.fusion.axis_loop.VAR_V0`, before its first frame."""
+    return AxisState(np.array(start_state(p0, var_p0), dtype=float))
 
 
 def step_axis(
-    state: AxisState, inp: AxisInput, noise: AxisNoise, options: AxisOptions | None = None
+    state: AxisState, inp: AxisInput, noise: AxisNoise, gate: float = NIS_GATE_99
 ) -> tuple[AxisState, AxisTrack]:
     """Run one axis filter over the K steps of ``inp`` from ``state`` (per step: the
-    prediction, the gated odometry update, the offset's drift, the step's fixes).
+    prediction, the odometry update and the step's fixes gated at ``gate`` on their ν²/S,
+    the offset's drift).
 
     Returns:
         The state after the last step and the track of the K steps (its index 0: the
         estimate ``state`` held).
     """
-    opt = AxisOptions() if options is None else options
     aid = inp.aid
     floats, flags, history = _axis_chunk(
         state.history,
@@ -216,7 +195,7 @@ def step_axis(
         _NO_INDEX if aid is None else _array(aid.index, np.int64),
         _array(None if aid is None else aid.z),
         _array(None if aid is None else aid.r),
-        _constants(noise, opt),
+        _constants(noise, gate),
         state.carry,
     )  # fmt: skip
     return axis_result(state, floats, flags, history)
@@ -247,13 +226,12 @@ def _array(v: np.ndarray | None, dtype: type = float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
-def _constants(noise: AxisNoise, opt: AxisOptions) -> np.ndarray:
-    """The kernel's ``consts`` of a noise and options (the last 32 pairs kept; never written)."""
+def _constants(noise: AxisNoise, gate: float) -> np.ndarray:
+    """The kernel's ``consts`` of a noise and gate (the last 32 pairs kept; never written)."""
     return np.array(
-        (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share,
-         opt.gate, opt.gate, opt.var_v0, opt.max_rejects, opt.max_carried),
+        (noise.q, noise.r, noise.q_jerk, noise.stamp_var, noise.slip_scale, noise.drag_share, gate),
         dtype=float,
-    )  # fmt: skip
+    )
 
 
 @numba.njit(cache=True)
@@ -271,7 +249,7 @@ def _axis_chunk(
     (4, H) motion history, the (K,) arrays of :class:`AxisInput` (dt, z, slip, drag,
     r_profile, drift; empty = None) and its ``rest`` (empty = None), the fixes (index, z,
     r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale, drag_share and the
-    :class:`~sensorbench.fusion.axis_loop.AxisGates` fields, ``carry`` the loop's
+    gate, ``carry`` the loop's
     :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the outputs in
     one float block: position, velocity, var_p, var_v, nis, innovation, s, nis_chi2 over
     K+1 frames each (index 0: the estimate ``carry`` holds; nan for the last four), the M
@@ -280,7 +258,6 @@ def _axis_chunk(
     history after the chunk."""
     dt, z, slip, drag, profile, drift = steps_in
     q, r, q_jerk, stamp_var, slip_scale, drag_share = consts[:6]
-    gates = AxisGates(consts[6], consts[7], consts[8], int(consts[9]), int(consts[10]))
     state = AxisLoopState(
         carry[0], carry[1], carry[2], carry[3], carry[4], carry[5], carry[6], carry[7],
         int(carry[8]), int(carry[9]), carry[10], carry[11], int(carry[12]), carry[13],
@@ -311,7 +288,7 @@ def _axis_chunk(
         floats[4 * n + 1 : 5 * n], floats[5 * n + 1 : 6 * n], floats[6 * n + 1 : 7 * n],
         flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:],
     )  # fmt: skip
-    end = axis_loop(steps, gates, state, tail)
+    end = axis_loop(steps, consts[6], state, tail)
     floats[0], floats[n] = carry[0] + carry[5], carry[1]
     floats[2 * n], floats[3 * n] = carry[2] + carry[6], carry[4]
     for k in range(k_n):  # the frames at rest test nothing
@@ -323,8 +300,7 @@ def _axis_chunk(
     return floats, flags, series[:, max(h + k_n - MOTION_HISTORY, 0):].copy()
 
 
-def run_axis(inp: AxisInput, noise: AxisNoise, options: AxisOptions | None = None) -> AxisTrack:
+def run_axis(inp: AxisInput, noise: AxisNoise, gate: float = NIS_GATE_99) -> AxisTrack:
     """One axis filter over all of ``inp`` from rest at 0 (:func:`step_axis` from
     :func:`start_axis`)."""
-    opt = AxisOptions() if options is None else options
-    return step_axis(start_axis(var_v0=opt.var_v0), inp, noise, opt)[1]
+    return step_axis(start_axis(), inp, noise, gate)[1]

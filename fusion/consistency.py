@@ -1,5 +1,6 @@
 """Is a filter's stated uncertainty honest? NEES and coverage against a reference, the
-NIS against its clipped χ²₁ law, and a sliding-window NIS monitor, each judged against
+NIS against its clipped χ²₁ law, and the sliding-window NIS monitor's threshold
+(:mod:`~sensorbench.fusion.monitor_stream`), each judged against
 its exact law under a consistent filter (errors m or rad, variances m² or rad², times s;
 docs/PODS.md § "Is the stated uncertainty honest?").
 """
@@ -225,25 +226,6 @@ def window_mean_quantile(gate: float, window: int, level: float) -> float:
     return float(k * 0.5 * step / window)
 
 
-@dataclass
-class MonitorResult:
-    """Output of the NIS monitor of one axis.
-
-    Attributes:
-        degraded: (K,) True where the window ending at the latest update (at or before each
-            frame, and fewer than ``window`` frames before it) is above the threshold.
-        window_mean: (K,) mean of the clipped NIS over the window (nan before it fills).
-        threshold: the window mean's ``level`` quantile for a consistent filter.
-        onsets, clears: update indices where the flag rises and falls.
-    """
-
-    degraded: np.ndarray
-    window_mean: np.ndarray
-    threshold: float
-    onsets: np.ndarray
-    clears: np.ndarray
-
-
 def geyer_tau(y: np.ndarray) -> float:
     """Integrated autocorrelation time τ = 1 + 2 Σ ρ_l (≥ 1) of a stationary series about its
     sample mean, truncated by Geyer's initial monotone sequence (nan values left out)."""
@@ -263,49 +245,6 @@ def window_threshold(gate: float, window: int, level: float, tau: float = 1.0) -
     as the mean of ``window/tau`` independent ones (at least 2)."""
     n_eff = max(2, round(window / max(float(tau), 1.0)))
     return window_mean_quantile(float(gate), n_eff, float(level))
-
-
-def nis_monitor(
-    nis: np.ndarray, gate: float, window: int = 50, level: float = 0.999, tau: float = 1.0
-) -> MonitorResult:
-    """Sliding-window NIS monitor over one axis's updates (nan = no update at that frame).
-
-    Args:
-        nis: NIS of every update, rejected ones included (K,).
-        gate: the filter's NIS gate; each NIS is clipped to it.
-        window: number of updates per window (frames without an update are skipped).
-        level: one-sided level of the threshold under a consistent filter.
-        tau: integrated autocorrelation time of the clipped NIS of a consistent filter
-            (:func:`geyer_tau`; 1 = independent updates; :func:`window_threshold`).
-
-    Raises:
-        FusionError: window < 2 or level outside (0, 1).
-    """
-    if window < 2 or not 0 < level < 1:
-        raise FusionError(f"monitor needs window >= 2 and 0 < level < 1, got {window}, {level}")
-    x = np.asarray(nis, float)
-    has = np.isfinite(x)
-    vals = np.minimum(x[has], gate)
-    threshold = window_threshold(gate, window, level, tau)
-    wmean_u = np.full(vals.size, np.nan)
-    if vals.size >= window:
-        c = np.concatenate([[0.0], np.cumsum(vals)])
-        wmean_u[window - 1 :] = (c[window:] - c[:-window]) / window
-    # frames without an update keep the state of the latest update before them, for at
-    # most one window: after as many frames without one (a robot at rest: unchanged
-    # counts test nothing) there is nothing left to judge and the flag drops; the next
-    # updates raise it again at once if the window they complete is still above
-    frames = np.arange(x.size)
-    last = np.maximum.accumulate(np.where(has, np.cumsum(has) - 1, -1))
-    age = frames - np.maximum.accumulate(np.where(has, frames, -x.size))
-    flag_u = np.append(wmean_u > threshold, False)
-    wmean_u = np.append(wmean_u, np.nan)
-    degraded = flag_u[last] & (age < window)
-    wmean = wmean_u[last]
-    d = np.diff(np.concatenate([[False], degraded]).astype(np.int8))
-    return MonitorResult(
-        degraded, wmean, threshold, np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-    )
 
 
 @dataclass

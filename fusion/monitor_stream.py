@@ -1,14 +1,14 @@
-"""The sliding-window NIS monitor fed frame chunk by frame chunk: :class:`NisMonitorStream`
-gives, chunk after chunk, the flags, onsets and clears
-:func:`~sensorbench.fusion.consistency.nis_monitor` gives over the whole series (the
-running sum continued from its carried value). The pods-against-IMU check is not causal
-(its spread is the session's) and has no stream.
+"""The sliding-window NIS monitor: :class:`NisMonitorStream` fed frame chunk by frame chunk
+(live), :func:`nis_monitor` over a whole series (replay) through the same class, so any
+chunks give the same flags, onsets and clears. The pods-against-IMU check is not causal
+(its spread is the session's): replay runs it whole.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,3 +71,36 @@ class NisMonitorStream:
             self.frames += 1
             flags.append(now)
         return flags, onsets, clears
+
+
+@dataclass
+class MonitorResult:
+    """Output of the NIS monitor of one axis.
+
+    Attributes:
+        degraded: (K,) True where the window ending at the latest update (at or before each
+            frame, and fewer than ``window`` frames before it) is above the threshold.
+        threshold: the window mean's ``level`` quantile for a consistent filter.
+        onsets, clears: update indices where the flag rises and falls.
+    """
+
+    degraded: np.ndarray
+    threshold: float
+    onsets: np.ndarray
+    clears: np.ndarray
+
+
+def nis_monitor(
+    nis: np.ndarray, gate: float, window: int = 50, level: float = 0.999, tau: float = 1.0
+) -> MonitorResult:
+    """:class:`NisMonitorStream` (same arguments) over one axis's whole NIS series (K,),
+    rejected updates included, nan = no update at that frame.
+
+    Raises:
+        FusionError: window < 2 or level outside (0, 1).
+    """
+    mon = NisMonitorStream(gate, window, level, tau)
+    flags, onsets, clears = mon.push(nis)
+    return MonitorResult(
+        np.array(flags, dtype=bool), mon.threshold, np.array(onsets, int), np.array(clears, int)
+    )

@@ -98,29 +98,6 @@ def _world_rows(cov: np.ndarray, heading: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
-class PoseErrorCarry:
-    """The odometry pose error's covariance at one frame, as the shear recursion
-    (docs/PODS.md, Body-axis fallback) carries it: the variances (x, y m²; θ rad²) and
-    the x–θ, y–θ covariances (m·rad)."""
-
-    xx: float
-    yy: float
-    tt: float
-    xt: float
-    yt: float
-
-    @classmethod
-    def start(cls, var0: tuple[float, float, float]) -> PoseErrorCarry:
-        """The start: variances ``var0`` (x, y, θ), uncorrelated."""
-        return cls(float(var0[0]), float(var0[1]), float(var0[2]), 0.0, 0.0)
-
-    @property
-    def carry(self) -> np.ndarray:
-        """(5,) (xx, yy, θθ, xθ, yθ) as :func:`_carry_pose_error` takes it."""
-        return np.array([self.xx, self.yy, self.tt, self.xt, self.yt])
-
-
 @numba.njit(cache=True)
 def _carry_pose_error(
     carry: np.ndarray, inc: np.ndarray, heading: np.ndarray, q: np.ndarray

@@ -17,13 +17,11 @@ from sensorbench.errors import FitError, FusionError, SessionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel, aid_interval
 from sensorbench.fusion.consistency import (
     AxisConsistency,
-    MonitorResult,
     axis_consistency,
     geyer_tau,
     heading_cross_check,
     heading_cross_check_model,
     nis_consistency,
-    nis_monitor,
 )
 from sensorbench.fusion.estimate_stream import (
     CROSS_CHECK,
@@ -33,8 +31,9 @@ from sensorbench.fusion.estimate_stream import (
     write_estimate_session,
 )
 from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
+from sensorbench.fusion.monitor_stream import MonitorResult, nis_monitor
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
-from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts
+from sensorbench.fusion.odometry_drift import averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
     align_drive,
@@ -79,18 +78,6 @@ class OdometryInput:
             inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
             return inc, int(np.count_nonzero(repaired))
         return body_increments(geometry.W, self.dn), 0
-
-
-def cross_check_variance(
-    W: np.ndarray, slip: PodSlip, dn: np.ndarray, t_s: np.ndarray
-) -> np.ndarray:
-    """Predicted variance (K,, rad²) of each frame's pods-minus-IMU heading increment
-    without the gyro's noise: each pod's slip and end rounding through the heading row of
-    ``W⁺`` (docs/PODS.md § "A lifted or slipping wheel")."""
-    g2 = np.linalg.pinv(np.asarray(W, dtype=float))[2] ** 2
-    travel = averaged_counts(dn, t_s)
-    roll, drag = slip.pod_tick_variances(body_increments(W, travel), np.diff(t_s))
-    return (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
 
 
 def read_odometry(
@@ -444,7 +431,12 @@ def _imu_check(
     slip = geometry.slip_model()
     if slip is not None:
         rest = np.all(odo.dn == 0, axis=1)
-        var = cross_check_variance(geometry.W, slip, odo.dn, odo.t_s)
+        # the pods' predicted Δθ variance without the gyro's (rad²): each pod's slip and
+        # end rounding through W⁺'s heading row (docs/PODS.md § "A lifted or slipping wheel")
+        travel = averaged_counts(odo.dn, odo.t_s)
+        roll, drag = slip.pod_tick_variances(body_increments(geometry.W, travel), np.diff(odo.t_s))
+        g2 = np.linalg.pinv(geometry.W)[2] ** 2
+        var = (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
         chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
     else:
         # a frame's Δθ holds the rounding of its two ends

@@ -132,8 +132,9 @@ class PodGeometry:
 
     @property
     def W(self) -> np.ndarray:
-        """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad)."""
-        return pod_matrix(self.c, self.phi, self.lever)
+        """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad): rows
+        (cos φ_i, sin φ_i, L_i)/c_i."""
+        return np.column_stack([np.cos(self.phi), np.sin(self.phi), self.lever]) / self.c[:, None]
 
     def rounding_covariance(self) -> np.ndarray:
         """Body covariance (3, 3) of the odometry pose from tick rounding alone: each
@@ -181,12 +182,6 @@ def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
             break  # every later term is smaller still
         total -= np.where(live, np.cos(phase * n) * weight, 0.0) / (np.pi**2 * n**2)
     return np.clip(total, 0.0, 0.25)
-
-
-def pod_matrix(c: np.ndarray, phi: np.ndarray, lever: np.ndarray) -> np.ndarray:
-    """Rows (cos φ_i, sin φ_i, L_i)/c_i: ticks per metre (x, y) and per radian (θ)."""
-    c, phi, lever = (np.asarray(v, dtype=float) for v in (c, phi, lever))
-    return np.column_stack([np.cos(phi), np.sin(phi), lever]) / c[:, None]
 
 
 def condition_number(W: np.ndarray) -> float:

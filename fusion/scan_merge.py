@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sensorbench.drivers.robot_config import Mount
 from sensorbench.errors import FusionError
 from sensorbench.fusion.pod_drive import yaw_from_quat
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
@@ -35,23 +36,6 @@ def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
         return turns
     last = int(full[n - 1])
     return turns.select(slice(0, last + 1), 0, int(turns.offset[last] + turns.count[last]))
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A lidar's pose in the robot body frame: ``x``, ``y`` (m), ``yaw`` (rad, CCW)."""
-
-    x: float
-    y: float
-    yaw: float
-
-    @classmethod
-    def from_seq(cls, xy_yaw: object) -> Mount:
-        """From ``[x, y, yaw]`` (m, m, rad), e.g. a stream's ``mount_xy_yaw`` attribute."""
-        v = np.asarray(xy_yaw, dtype=float).ravel()
-        if v.size != 3 or not np.all(np.isfinite(v)):
-            raise FusionError(f"a mount is [x_m, y_m, yaw_rad]; got {xy_yaw!r}")
-        return cls(float(v[0]), float(v[1]), float(v[2]))
 
 
 @dataclass
@@ -185,9 +169,9 @@ def _to_body(
     r = turns.range[pts].astype(np.float64)
     keep = np.isfinite(r) & (r > 0)
     pts, pair, r = pts[keep], pair[keep], r[keep]
-    a = turns.angle[pts].astype(np.float64) + mount.yaw
-    x = mount.x + r * np.cos(a)
-    y = mount.y + r * np.sin(a)
+    a = turns.angle[pts].astype(np.float64) + mount.yaw_rad
+    x = mount.x_m + r * np.cos(a)
+    y = mount.y_m + r * np.sin(a)
     if pose_at is not None and ref_pose is not None:
         px, py, pyaw = pose_at(turns.t_ns[pts])
         kx, ky, kyaw = (v[pair] for v in ref_pose)

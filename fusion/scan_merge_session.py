@@ -82,7 +82,7 @@ def _mount(s: Session, name: str, cfg: RobotConfig | None) -> tuple[Mount, str]:
         except ConfigError as exc:
             raise FusionError(f"{exc}; give the mount of lidar {name!r}") from exc
         if m is not None:
-            return Mount(m.x_m, m.y_m, m.yaw_rad), cfg.source
+            return m, cfg.source
     raise FusionError(
         f"{s.path}: lidar {name!r} has no mount_xy_yaw attribute and no robot configuration "
         "names it: pass --config robot.toml with a [[devices]] entry and its mount"

@@ -19,10 +19,9 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, AidQueue, PoseAidModel, aid_interval
+from sensorbench.fusion.axis_loop import NIS_GATE_99
 from sensorbench.fusion.axis_step import (
-    NIS_GATE_99,
     AxisAid,
-    AxisOptions,
     AxisState,
     AxisTrack,
     _constants,
@@ -33,22 +32,11 @@ from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
     PodSlip,
-    PoseErrorCarry,
     SlipModel,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.fusion.split_step import _split_chunk, dead_reckon
 from sensorbench.logs.model_keys import AXES
-
-
-def predict_axis(
-    p: float, v: float, var_p: float, cov_pv: float, var_v: float, q: float, horizon_s: float
-) -> tuple[float, float, float, float]:
-    """Coast one axis ``horizon_s`` seconds: (p, v, var_p, var_v) with the variance grown."""
-    h = horizon_s
-    pvv = var_v + q * h
-    ppp = var_p + 2 * h * cov_pv + h * h * var_v + q * h**3
-    return p + v * h, v, ppp, pvv
 
 
 def frame_steps(
@@ -83,14 +71,6 @@ _NO_LAW = (np.empty((0, 3)), np.zeros(3), np.empty((3, 0)))
 _NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
            np.empty((3, 0)), np.zeros(2), np.empty((0, 0)))  # fmt: skip
 _NO_FIXES = (np.empty(0, np.int64), np.empty(0), np.empty(0))
-
-
-def _rounding(pods: PodGeometry) -> tuple[np.ndarray, np.ndarray]:
-    """:attr:`SessionModel.rounding` of ``pods``."""
-    floor = pods.rounding_floor()
-    return np.ascontiguousarray(pods.rounding_covariance(), dtype=float), np.array(
-        [floor["x"], floor["y"]]
-    )
 
 
 _NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
@@ -190,8 +170,9 @@ class FilterState:
         x, y, theta: the axis filters (:class:`~sensorbench.fusion.axis_step.AxisState`).
         odometry: (3,) the dead-reckoned pose at the last frame (m, m, rad; carries pose
             samples to their frames); None when the filters take no aiding.
-        pose_error: the odometry pose error's covariance under the slip model (x and y
-            drift with the heading error), None without a slip model.
+        pose_error: (5,) the odometry pose error's covariance under the slip model (x and
+            y drift with the heading error): xx, yy (m²), θθ (rad²), xθ, yθ (m·rad); None
+            without a slip model.
         calibration: (3, P) sensitivities to the calibration's parameters along the
             estimated heading and along a zero heading, None without a row covariance.
         calibration_var: (3,) the calibration variances at the last frame: x, y along
@@ -206,7 +187,7 @@ class FilterState:
     y: AxisState
     theta: AxisState
     odometry: np.ndarray | None
-    pose_error: PoseErrorCarry | None
+    pose_error: np.ndarray | None
     calibration: tuple[np.ndarray, np.ndarray] | None
     calibration_var: np.ndarray
     aid: AidQueue | None
@@ -257,9 +238,8 @@ class SplitFilter:
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
         self.drift_q = tuple(float(d) for d in drift_q)
-        self.options = AxisOptions(gate=self.gate)
         self._drift_q = np.array(self.drift_q)
-        self._consts = np.array([_constants(noise.axis(a), self.options) for a in _ORDER])
+        self._consts = np.array([_constants(noise.axis(a), self.gate) for a in _ORDER])
 
     def run(
         self,
@@ -304,6 +284,10 @@ class SplitFilter:
         """
         calibration = None if pods is None else pods.calibration_error()
         pod_slip = None if pods is None else pods.slip_model()
+        rounding = None
+        if pods is not None:
+            floor = pods.rounding_floor()
+            rounding = (pods.rounding_covariance(), np.array([floor["x"], floor["y"]]))
         model = SessionModel(
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
@@ -311,9 +295,9 @@ class SplitFilter:
             pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
-            rounding=None if pods is None else _rounding(pods),
+            rounding=rounding,
         )
-        axes = [start_axis(pose0[j], var0[j], self.options.var_v0) for j in range(3)]
+        axes = [start_axis(pose0[j], var0[j]) for j in range(3)]
         return FilterState(
             model=model,
             t_s=float(t0_s),
@@ -322,7 +306,7 @@ class SplitFilter:
             y=axes[1],
             theta=axes[2],
             odometry=None if model.aid_interval_s is None else np.array([float(p) for p in pose0]),
-            pose_error=None if model.drift is None else PoseErrorCarry.start(model.var0),
+            pose_error=None if model.drift is None else np.array([*model.var0, 0.0, 0.0]),
             calibration=None if calibration is None else (calibration.start(), calibration.start()),
             calibration_var=np.zeros(3),
             aid=None
@@ -355,7 +339,7 @@ class SplitFilter:
         elif drift is not None:
             parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
             kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
-        carry = _NO_CARRY if pose_error is None else pose_error.carry
+        carry = _NO_CARRY if pose_error is None else pose_error
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
             cal = (*state.calibration, state.calibration_var, *model.calibration.kernel_arrays)
@@ -381,7 +365,7 @@ class SplitFilter:
             y=y,
             theta=theta,
             odometry=None if odo is None else odo[-1].copy(),
-            pose_error=None if pose_error is None else PoseErrorCarry(*carry[:5].tolist()),
+            pose_error=None if pose_error is None else carry[:5],
             calibration=None if cal is _NO_CAL else (sens[0], sens[1]),
             calibration_var=carry[5:],
             aid=queue,

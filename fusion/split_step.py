@@ -124,7 +124,7 @@ def _split_chunk(
     (3,), W, W⁺, creep references and estimates
     (:func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter covariance;
     ``rounding`` = the rounding covariance (3, 3, or (0, 3): none) and its x and y floors
-    (2,); per axis (θ, x, y) the kernel constants (a row of one (3, 11) array) and carry
+    (2,); per axis (θ, x, y) the kernel constants (a row of one (3, 7) array) and carry
     (14,) (``axes``), the motion history and the fixes (index, z, r).
 
     Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s

@@ -19,8 +19,8 @@ from foxglove import channels as fc
 from foxglove import messages as fm
 from foxglove.websocket import ServerListener
 
+from sensorbench.drivers.robot_config import Mount
 from sensorbench.errors import LiveError
-from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PoseDatagram
@@ -213,7 +213,7 @@ class FoxgloveView:
     def _pose(self, _: str, sample: PoseDatagram, arrivals: tuple[int, ...]) -> None:
         stamp = self._stamp(sample.stamp_ns)
         frames = [(ODOM_FRAME, BODY_FRAME, sample.pose)]
-        frames += [(BODY_FRAME, name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        frames += [(BODY_FRAME, name, (m.x_m, m.y_m, m.yaw_rad)) for name, m in self.mounts.items()]
         transforms = [
             fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
                            translation=t, rotation=r)

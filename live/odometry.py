@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
+from sensorbench.fusion.axis_loop import predict_pv
 from sensorbench.fusion.estimate_stream import (
     ESTIMATE_STREAM,
     estimate_batch,
@@ -35,7 +36,7 @@ from sensorbench.fusion.pod_kinematics import (
     body_increments_few,
     increments_inverse,
 )
-from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, predict_axis
+from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
@@ -393,9 +394,9 @@ class OdometryWorker:
             self._event("note", f"no pod frame for {silent_s:.2f} s: publishing the prediction")
         self._last_pred_ns = now
         loops = [(state.axis(a).loop, self.models.noise.axis(a).q) for a in AXES]
-        pred = [predict_axis(o.p + o.b, o.v, o.ppp + o.pbb, o.ppv, o.pvv, q, silent_s)
+        pred = [predict_pv(o.p + o.b, o.v, o.ppp + o.pbb, o.ppv, o.pvv, q, silent_s)
                 for o, q in loops]  # fmt: skip
-        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in range(4))
+        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in (0, 1, 2, 4))
         (t_ns,), _ = estimate_rows(self.stream.t0_ns, np.array([state.t_s]), [False], NOT_COASTING)
         self.counters.predictions += 1
         t_pred = [t_ns + int(silent_s * 1e9)]

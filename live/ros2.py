@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sensorbench.drivers.reader_base import ReaderStatus
+from sensorbench.drivers.robot_config import Mount
 from sensorbench.errors import LiveError
-from sensorbench.fusion.scan_merge import Mount
 from sensorbench.live.threads import DropQueue
 from sensorbench.live.udp import PREDICTED, PoseDatagram
 from sensorbench.logs import LidarTurns, PoseFlag
@@ -250,7 +250,7 @@ class Ros2Publisher:
         return self.anchor_ns[0] + (int(t_ns) - self.anchor_ns[1])
 
     def _static(self) -> None:
-        mounts = [(name, (m.x, m.y, m.yaw)) for name, m in self.mounts.items()]
+        mounts = [(name, (m.x_m, m.y_m, m.yaw_rad)) for name, m in self.mounts.items()]
         if mounts:
             stamp = self._stamp(time.monotonic_ns())
             self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))

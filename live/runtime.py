@@ -24,7 +24,7 @@ from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.drivers.robot_config import RobotConfig
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
-from sensorbench.fusion.scan_merge import MergeSetup, Mount, StreamingMerger
+from sensorbench.fusion.scan_merge import MergeSetup, StreamingMerger
 from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
@@ -204,10 +204,7 @@ class LiveRuntime:
         if models is not None and self.pods is None:
             raise LiveError(f'{config.source}: no pod MCU ([[devices]] kind = "pods") to filter')
         self.pair = merge_pair(config, options.front, options.rear)
-        # as `merge` reads them back from the streams' mount_xy_yaw
-        self.mounts = {
-            d.name: Mount.from_seq(d.mount.as_list()) for d in config.devices if d.mount is not None
-        }
+        self.mounts = {d.name: d.mount for d in config.devices if d.mount is not None}
         self.anchor_ns = (time.time_ns(), time.monotonic_ns())
         self.view: FoxgloveView | None = None
         self.udp: UdpPublisher | None = None

@@ -13,7 +13,6 @@ from sink_util import WriterSink
 
 from sensorbench.fusion.odometry_drift import (
     CalibrationError,
-    PoseErrorCarry,
     SlipModel,
     _carry_pose_error,
     _carry_sensitivities,
@@ -103,7 +102,7 @@ def propagate_drift(
     """
     inc = np.ascontiguousarray(np.nan_to_num(np.asarray(body_increments, dtype=float)))
     q = np.ascontiguousarray(drift.step_covariances(inc), dtype=float)
-    carry = PoseErrorCarry.start(var0).carry
+    carry = np.array([*var0, 0.0, 0.0], dtype=float)  # (xx, yy, θθ, xθ, yθ)
     var = _carry_pose_error(carry, inc, np.ascontiguousarray(heading, dtype=float), q)
     return np.vstack([np.asarray(var0, dtype=float), var])
 

@@ -18,9 +18,9 @@ from sensorbench.fusion.consistency import (
     clipped_chi2_moments,
     effective_samples,
     expected_coverage,
-    nis_monitor,
 )
 from sensorbench.fusion.filter_noise import AxisNoise
+from sensorbench.fusion.monitor_stream import nis_monitor
 from sensorbench.fusion.odometry_drift import OdometryDrift, world_step_variances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path

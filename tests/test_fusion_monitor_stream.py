@@ -1,4 +1,4 @@
-"""The streamed NIS monitor flags the frames the whole-series monitor flags, in any chunks."""
+"""The NIS monitor flags, in any chunks and whole, the frames its definition flags."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensorbench.fusion.consistency import nis_monitor
-from sensorbench.fusion.monitor_stream import NisMonitorStream
+from sensorbench.fusion.consistency import window_threshold
+from sensorbench.fusion.monitor_stream import NisMonitorStream, nis_monitor
 
 GATE = 6.63
 
@@ -24,15 +24,34 @@ def _series(seed: int, n: int = 900) -> np.ndarray:
     return x
 
 
+def _by_definition(x: np.ndarray, window: int, threshold: float) -> np.ndarray:
+    """Each frame's flag from the definition, frame by frame: the mean clipped NIS of the
+    ``window`` updates ending at the latest update at or before the frame is above
+    ``threshold``, and that update is fewer than ``window`` frames back."""
+    upd = np.flatnonzero(np.isfinite(x))
+    vals = np.minimum(x[upd], GATE)
+    out = np.zeros(x.size, dtype=bool)
+    for k in range(x.size):
+        j = int(np.searchsorted(upd, k, side="right")) - 1
+        if j >= window - 1 and k - upd[j] < window:
+            out[k] = vals[j - window + 1 : j + 1].mean() > threshold
+    return out
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 1000),
     window=st.sampled_from([2, 5, 50]),
     cuts=st.lists(st.integers(0, 900), max_size=15),
 )
-def test_streamed_flags_equal_the_whole_series_monitor(seed, window, cuts) -> None:
+def test_streamed_and_whole_flags_follow_the_definition(seed, window, cuts) -> None:
     x = _series(seed)
     whole = nis_monitor(x, GATE, window, 0.999)
+    want = _by_definition(x, window, window_threshold(GATE, window, 0.999))
+    rise = np.diff(np.concatenate([[False], want]).astype(np.int8))
+    np.testing.assert_array_equal(whole.degraded, want)
+    assert whole.onsets.tolist() == np.flatnonzero(rise == 1).tolist()
+    assert whole.clears.tolist() == np.flatnonzero(rise == -1).tolist()
     mon = NisMonitorStream(GATE, window, 0.999)
     parts, onsets, clears = [], [], []
     bounds = [0, *sorted(cuts), x.size]

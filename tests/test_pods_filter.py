@@ -12,7 +12,8 @@ from sensorbench.benchmarks.joint_filter import JointFilter
 from sensorbench.characterize.pods.noise_fit import fit_axis
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis
+from sensorbench.fusion.axis_loop import predict_pv
+from sensorbench.fusion.axis_step import AxisInput, run_axis
 from sensorbench.fusion.consistency import (
     clipped_chi2_moments,
     nis_consistency,
@@ -21,12 +22,12 @@ from sensorbench.fusion.consistency import (
 from sensorbench.fusion.filter_noise import AxisNoise, FilterNoise
 from sensorbench.fusion.odometry_motion import FEEDFORWARD_FRAMES
 from sensorbench.fusion.pod_kinematics import integrate_path
-from sensorbench.fusion.split_filter import SplitFilter, predict_axis
+from sensorbench.fusion.split_filter import SplitFilter
 
 H = 0.005  # s, 200 Hz frames
 Q = 0.01  # m²/s³
 R = 1e-8  # m²
-INF_GATE = AxisOptions(gate=math.inf)
+INF_GATE = math.inf
 
 
 def model_series(seed: int, k: int = 4000, q: float = Q, r: float = R):
@@ -137,7 +138,7 @@ def test_streak_of_rejections_recovers_when_the_model_is_wrong() -> None:
 
 
 def test_coasting_variance_grows_and_gaps_are_flagged() -> None:
-    var = [predict_axis(0.0, 1.0, 1e-6, 0.0, 1e-4, Q, h)[2] for h in (0.0, 0.1, 0.5, 1.0)]
+    var = [predict_pv(0.0, 1.0, 1e-6, 0.0, 1e-4, Q, h)[2] for h in (0.0, 0.1, 0.5, 1.0)]
     assert np.all(np.diff(var) > 0)
     t = np.concatenate([np.arange(0, 1, H), 1.5 + np.arange(0, 1, H)])
     inc = np.zeros((t.size - 1, 3))

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from sensorbench.characterize.pods.noise_fit import fit_axis
-from sensorbench.fusion.axis_step import AxisInput, AxisOptions, run_axis, start_axis, step_axis
+from sensorbench.fusion.axis_step import AxisInput, run_axis, start_axis, step_axis
 from sensorbench.fusion.consistency import nis_consistency
 from sensorbench.fusion.filter_noise import AxisNoise
 from sensorbench.fusion.frame_clock import stamp_variance
@@ -59,9 +59,9 @@ def test_the_stated_jitter_makes_the_nis_chi2_where_it_was_three_times_too_large
         noise = fit_axis("x", [AxisInput(np.diff(t), z)], TICK_M**2 / 12).noise
         jittered = AxisInput(np.diff(stamps), z)
         with_term = dataclasses.replace(noise, stamp_var=stamp_variance(stamps))
-        ok = nis_consistency(run_axis(jittered, with_term, AxisOptions(gate=GATE)).nis_chi2, GATE)
+        ok = nis_consistency(run_axis(jittered, with_term, GATE).nis_chi2, GATE)
         assert ok.mean_ok and ok.rejections_ok, ok.summary()
-        without = nis_consistency(run_axis(jittered, noise, AxisOptions(gate=GATE)).nis_chi2, GATE)
+        without = nis_consistency(run_axis(jittered, noise, GATE).nis_chi2, GATE)
         assert without.mean > 2.0 and without.rejection_rate > 0.05, without.summary()
 
 

@@ -17,7 +17,8 @@ from sensorbench.characterize.pods.drift_fit import INTERVAL_S as DRIFT_INTERVAL
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.characterize.pods.noise_likelihood import ZOOM_ROUNDS, zoom_search
 from sensorbench.errors import FitError, SessionError
-from sensorbench.fusion.axis_step import NIS_GATE_99, AxisInput, AxisOptions, run_axis
+from sensorbench.fusion.axis_loop import NIS_GATE_99
+from sensorbench.fusion.axis_step import AxisInput, run_axis
 from sensorbench.fusion.consistency import (
     NisConsistency,
     clipped_chi2_moments,
@@ -107,7 +108,7 @@ def check_axis(
     nis, nu_n, se2 = [], [], []
     var = clipped_chi2_moments(gate)[1]
     for s in series:
-        tr = run_axis(s, noise, AxisOptions(gate=gate))
+        tr = run_axis(s, noise, gate)
         has = np.isfinite(tr.nis_chi2)
         nis.append(tr.nis_chi2[has])
         if np.count_nonzero(has) >= 2:
@@ -166,7 +167,7 @@ def fit_axis(
 
     pilot = zoom_search(data, lo, hi, free, r_min, stamp_var=stamp_var)
     pilot_noise = noise_at(pilot.centre)
-    censor = [gate * run_axis(d, pilot_noise, AxisOptions(gate=math.inf)).s for d in data]
+    censor = [gate * run_axis(d, pilot_noise, math.inf).s for d in data]
     # the censored optimum lies a few grid steps away: restart from the pilot's grid,
     # widened to the step of its round ZOOM_ROUNDS − CENSORED_ROUNDS
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
@@ -178,7 +179,7 @@ def fit_axis(
 
 def _clipped_mean(d: AxisInput, noise: AxisNoise, gate: float) -> tuple[float, int]:
     """Mean of the calibrated NIS clipped to the gate over one series, and its count."""
-    v = run_axis(d, noise, AxisOptions(gate=gate)).nis_chi2
+    v = run_axis(d, noise, gate).nis_chi2
     v = v[np.isfinite(v)]
     return float(np.mean(np.minimum(v, gate))) if v.size else math.nan, int(v.size)
 

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sensorbench.fusion.axis_loop import AxisGates, NllSeries, nll_sets
-from sensorbench.fusion.axis_step import AxisOptions
+from sensorbench.fusion.axis_loop import NllSeries, nll_sets
 from sensorbench.fusion.odometry_motion import (
     jerk_noise_gains,
     observed_accel,
@@ -34,8 +33,6 @@ def batch_nll(
     slip_scale: np.ndarray | float = 1.0,
     drag_scale: np.ndarray | float = 1.0,
     censor: np.ndarray | None = None,
-    max_rejects: int = 8,
-    var_v0: float = 1.0,
     stamp_var: float = 0.0,
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
@@ -51,7 +48,6 @@ def batch_nll(
         slip_scale, drag_scale: shares of the series' rolling and dragging slip.
         censor: (K,) squared bound (unit²) beyond which an innovation only counts as
             exceeding it; None = none.
-        max_rejects, var_v0: as :class:`~sensorbench.fusion.axis_step.AxisOptions`.
         stamp_var: the frame times' error variance (s²,
             :attr:`~sensorbench.fusion.filter_noise.AxisNoise.stamp_var`), the same for
             every set.
@@ -84,14 +80,7 @@ def batch_nll(
         scored=np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
         censor=np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, float),
     )
-    gates = AxisGates(
-        gate_nis=float(gate),
-        aid_gate=float(gate),
-        var_v0=float(var_v0),
-        max_rejects=int(max_rejects),
-        max_carried=AxisOptions().max_carried,
-    )
-    return nll_sets(data, np.ascontiguousarray(params), gates)
+    return nll_sets(data, np.ascontiguousarray(params), float(gate))
 
 
 ZOOM_ROUNDS = 8
