@@ -61,9 +61,8 @@ class BrlttyFinding:
         return "; ".join(seen) + ". " + FIX
 
     def as_dict(self) -> dict:
-        """JSON-ready dict (with the message)."""
-        rules = [str(p) for p in self.rules]
-        return {"found": self.found, **asdict(self), "rules": rules, "message": self.message()}
+        """The finding with ``found`` and the message, for :func:`~sensorbench.json_doc.to_json`."""
+        return {"found": self.found, **asdict(self), "message": self.message()}
 
 
 def brltty_pids(proc: Path) -> list[int]:
