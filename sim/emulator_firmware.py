@@ -28,18 +28,6 @@ TAIL_US = 20_000  # without loop: how long the MCU runs after the last row (µs)
 _STOP_TIMEOUT_S = 5.0
 
 
-def harness_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The harness executable: ``path``, else ``$SENSORBENCH_POD_HARNESS``, else the
-    one ``make -C firmware`` builds; raises :class:`SimError` if it is missing."""
-    found = Path(path or os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
-    if not os.access(found, os.X_OK):
-        raise SimError(
-            f"{found}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a clone "
-            f"(needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
-        )
-    return found
-
-
 @dataclass(frozen=True)
 class Boot:
     """One start of the firmware (``index`` 0 at power-on, +1 per reset): the simulated CPU
@@ -73,8 +61,9 @@ class FirmwarePodEmulator(PtyEmulator):
     ``loop``: repeat the trajectory (counts and time continue); ``auto_reset``: DTR
     asserted resets the MCU, which restarts its image ``boot_s`` later (s); ``events``: a
     file the harness's event lines are appended to (firmware/README.md); ``period_us``: the
-    image's latch period (µs): resets align to it, ``boot_s`` rounds to it. Without
-    ``loop`` the MCU runs :data:`TAIL_US` after the last row.
+    image's latch period (µs): resets align to it, ``boot_s`` rounds to it; ``harness``:
+    the simavr harness (default ``$SENSORBENCH_POD_HARNESS``, else the one ``make -C
+    firmware`` builds). Without ``loop`` the MCU runs :data:`TAIL_US` after the last row.
     """
 
     def __init__(
@@ -98,7 +87,12 @@ class FirmwarePodEmulator(PtyEmulator):
         inject = inject or Injected()
         if min(speed, boot_s) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
             raise SimError("speed and boot_s must be >= 0, period_us > 0, 45 < phase_deg < 135")
-        self.harness = harness_path(harness)
+        self.harness = Path(harness or os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
+        if not os.access(self.harness, os.X_OK):
+            raise SimError(
+                f"{self.harness}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a "
+                f"clone (needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
+            )
         self._events = Path(events) if events is not None else None
         if self._events is not None:
             try:
