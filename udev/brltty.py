@@ -75,15 +75,6 @@ def brltty_pids(proc: Path) -> list[int]:
     return sorted(pids)
 
 
-def _masked(path: Path) -> bool:
-    """A rule file that is a link to /dev/null or empty masks the same name further down."""
-    try:
-        return ((path.is_symlink() and os.readlink(path) == "/dev/null")
-                or path.stat().st_size == 0)
-    except OSError:
-        return False
-
-
 def brltty_rules(dirs: tuple[Path, ...]) -> list[Path]:
     """Active udev rule files of brltty with an uncommented rule matching ``10c4/ea60``.
 
@@ -100,9 +91,9 @@ def brltty_rules(dirs: tuple[Path, ...]) -> list[Path]:
             chosen.setdefault(p.name, p)
     found = []
     for p in chosen.values():
-        if _masked(p):
-            continue
-        try:
+        try:  # a link to /dev/null or an empty file masks the name
+            if (p.is_symlink() and os.readlink(p) == "/dev/null") or p.stat().st_size == 0:
+                continue
             text = p.read_text(errors="replace")
         except OSError:
             continue
