@@ -286,11 +286,6 @@ class A1Emulator(PtyEmulator):
         return self._motor
 
     @property
-    def dtr(self) -> bool:
-        """True while a host holds the port open with DTR asserted."""
-        return self._lines.dtr
-
-    @property
     def scanning(self) -> bool:
         """True while nodes are being sent (or about to, during spin-up)."""
         return self._scan is not None
