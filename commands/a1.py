@@ -89,16 +89,11 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
     --scenario the scenario's A1 samples, looped, under its [faults.<device>] link knobs.
     Runs until Ctrl-C (or --duration). See docs/A1.md, "Emulator".
     """
-    from sensorbench.errors import SimError
     from sensorbench.sim.emulator_a1 import A1Emulator
     from sensorbench.sim.emulator_base import link_faults
     from sensorbench.sim.kind_emulators import a1_unit
     from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
-    try:
-        serial = bytes.fromhex(serial_hex)
-    except ValueError as err:
-        raise SimError(f"--serial must be 32 hex digits, got {serial_hex!r}") from err
     samples = express = None
     faults = None
     knobs: dict = {}
@@ -114,7 +109,7 @@ def emulate_a1_cmd(scenario: str | None, device: str | None, seed: int, speed: f
     with stop_on_signals() as stop:  # before the pty exists: a Ctrl-C from then on stops cleanly
         em = A1Emulator(
             samples, express_samples=express, link=link, speed=speed, faults=faults, seed=seed,
-            record_truth=False, unit=a1_unit(serial, knobs),
+            record_truth=False, unit=a1_unit(serial_hex, knobs),
         )  # fmt: skip
         try:
             click.echo(em.link)

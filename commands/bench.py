@@ -4,7 +4,6 @@ package: docs/ARCHITECTURE.md, layer 10) and print measured ratios."""
 from __future__ import annotations
 
 import json
-from types import ModuleType
 from typing import Any
 
 import click
@@ -16,17 +15,6 @@ BENCH_NAMES = (
     "a1", "capture", "filters", "ld19", "lidar", "live", "pose_error", "rosbag", "session", "sim"
 )
 """The benchmark modules (``benchmarks/*.py`` but the shared helpers); a test checks the list."""
-
-
-def _benchmarks() -> ModuleType:
-    """The checkout's ``benchmarks`` package; a clear error from an installed wheel."""
-    try:
-        from sensorbench import benchmarks
-    except ImportError:
-        raise click.ClickException(
-            "the benchmarks are not installed with the package: run them from a source "
-            "checkout with `./dev bench` (an editable install)") from None
-    return benchmarks
 
 
 @cli.command("bench")
@@ -41,7 +29,12 @@ def bench_cmd(as_json: bool, quick: bool, only: tuple[str, ...]) -> None:
     every round); a missed target is shown, not hidden. See docs/ARCHITECTURE.md.
     """
 
-    bench = _benchmarks()
+    try:  # the checkout's benchmarks package: a clear error from an installed wheel
+        from sensorbench import benchmarks as bench
+    except ImportError:
+        raise click.ClickException(
+            "the benchmarks are not installed with the package: run them from a source "
+            "checkout with `./dev bench` (an editable install)") from None
 
     def progress(name: str) -> None:  # on stderr, so --json's document stays clean
         click.echo(f"running {name} ...", err=True)

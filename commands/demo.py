@@ -20,14 +20,6 @@ def _holds_demo(out_dir: Path) -> bool:
     return (out_dir / "sessions").exists() and any((out_dir / "sessions").glob("*.h5"))
 
 
-def _next_free(out_dir: Path) -> Path:
-    """``out_dir-2``, ``out_dir-3``, ...: the first that holds no demo."""
-    n = 2
-    while _holds_demo(out_dir.with_name(f"{out_dir.name}-{n}")):
-        n += 1
-    return out_dir.with_name(f"{out_dir.name}-{n}")
-
-
 @cli.command("demo")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
     default=Path("sensorbench-demo"), show_default=True,
@@ -81,7 +73,9 @@ def demo_cmd(out_dir: Path, quick: bool, speed: float | None, seed: int, live: b
         if ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT:
             raise click.UsageError(
                 f"{out_dir} holds a previous demo; choose another -o or remove it")
-        previous, out_dir = out_dir, _next_free(out_dir)
+        previous, n = out_dir, 2  # the first of out_dir-2, out_dir-3, ... without a demo
+        while _holds_demo(out_dir := previous.with_name(f"{previous.name}-{n}")):
+            n += 1
         if not as_json:
             click.echo(f"{previous} holds a previous demo, kept; writing to {out_dir}", err=True)
     plan = demo_plan(quick=quick, speed=speed, seed=seed)

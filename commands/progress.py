@@ -83,7 +83,8 @@ class StatusPrinter:
                     if st.connected
                     else f"{st.name} UNPLUGGED: {st.last_error or 'no data'}; waiting for it"
                 )
-                self._message(f"{elapsed_s:6.1f} s: {what}")
+                self._erase()  # a line that stays, above the live block
+                click.echo(f"{elapsed_s:6.1f} s: {what}", err=True)
         parts = self.parts(elapsed_s, self.duration_s, statuses)
         if self.extra is not None:
             parts += self.extra(elapsed_s, statuses)
@@ -105,11 +106,6 @@ class StatusPrinter:
             up = f"\x1b[{self._drawn - 1}F" if self._drawn > 1 else "\r"
             click.echo(up + "\x1b[J", err=True, nl=False)
             self._drawn = 0
-
-    def _message(self, text: str) -> None:
-        """A line that stays (unplug, reconnect), above the live block."""
-        self._erase()
-        click.echo(text, err=True)
 
     def done(self) -> None:
         """Leave the last status on screen and end its line."""

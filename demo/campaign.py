@@ -35,7 +35,6 @@ class DemoPlan:
     drive and campaign session (None: the scenario's), the ``reloc_campaign`` sessions,
     the static lidar session's length (simulated s) and the validation's draws."""
 
-    quick: bool
     speed: float
     drive_repeats: int | None
     reloc_sessions: tuple[int, ...]
@@ -49,9 +48,9 @@ def demo_plan(quick: bool = False, speed: float | None = None, seed: int = 1) ->
     """The shipped plans: full (about 12 simulated minutes) or quick (about 4); SimError
     for a ``speed`` outside (0, :data:`MAX_SPEED`]."""
     if quick:
-        plan = DemoPlan(True, speed or MAX_SPEED, 1, (0, 1, 2), 1, 20.0, 200, seed)
+        plan = DemoPlan(speed or MAX_SPEED, 1, (0, 1, 2), 1, 20.0, 200, seed)
     else:
-        plan = DemoPlan(False, speed or MAX_SPEED, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
+        plan = DemoPlan(speed or MAX_SPEED, None, (0, 1, 2, 3, 4), None, 40.0, 1000, seed)
     if not 0 < plan.speed <= MAX_SPEED:
         raise SimError(f"demo speed must be in (0, {MAX_SPEED:g}], got {plan.speed:g}")
     return plan

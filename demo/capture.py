@@ -19,10 +19,9 @@ from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
 from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
-from sensorbench.sim.emulator_base import SimClock
 from sensorbench.sim.pose_source import SimPoseSource
 from sensorbench.sim.scenario import Scenario
-from sensorbench.sim.simulation import Simulation, write_common_truth
+from sensorbench.sim.simulation import write_common_truth
 
 END_MARGIN_S = 0.5
 """Simulated seconds before the scenario's end at which the capture stops (s)."""
@@ -91,7 +90,16 @@ def capture_scenario(
         raise SimError(
             f"capture of {label} failed (stopped by {result.stopped_by}): {result.error or failed}"
         )
-    _add_truth(Path(output), robot.sim, robot.clock)
+    sim, clock = robot.sim, robot.clock  # the truth (docs/SIMULATION.md) on clock's time base
+    with SessionWriter.add_to(Path(output)) as w:
+        time_base = ("host monotonic ns; simulated seconds run emulation_speed times faster "
+            "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)")
+        attrs = {"emulation_speed": clock.speed, "time_base": time_base}
+        write_common_truth(w, sim, clock.host_ns, clock.t0_ns, attrs)
+        for name in sim.lidar_names():
+            g = f"lidar/{name}"
+            w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))
+            w.set_truth_attrs({"params_toml": dumps_toml(sim.scenario.lidars[name])}, g)
     host_s = time.monotonic() - t_start
     return CapturedSession(Path(output), label, result, bringup_at, lead_in, host_s)
 
@@ -130,17 +138,3 @@ def _record(
         robot.stop()
     return result, bringup_at[0] if bringup_at else math.nan
 
-
-def _add_truth(path: Path, sim: Simulation, clock: SimClock) -> None:
-    """Add the simulation's truth (docs/SIMULATION.md) on ``clock``'s host time base to a
-    closed session."""
-    scn = sim.scenario
-    with SessionWriter.add_to(path) as w:
-        time_base = ("host monotonic ns; simulated seconds run emulation_speed times faster "
-            "than host seconds (host_ns = t0_ns + t_sim / emulation_speed * 1e9)")
-        attrs = {"emulation_speed": clock.speed, "time_base": time_base}
-        write_common_truth(w, sim, clock.host_ns, clock.t0_ns, attrs)
-        for name in sim.lidar_names():
-            g = f"lidar/{name}"
-            w.set_truth(f"{g}/mount_xy_yaw", np.asarray(sim.lidar_mount(name), float))
-            w.set_truth_attrs({"params_toml": dumps_toml(scn.lidars[name])}, g)

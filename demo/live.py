@@ -31,15 +31,6 @@ class LiveDemo:
     session: Path
 
 
-def live_runtime(robot: EmulatedRobot, foxglove: tuple[str, int] | None) -> LiveRuntime:
-    """The live runtime for the emulated robot with the shipped models."""
-    imu = any(d.imu for d in robot.config.devices if d.kind == "pods")
-    pods, noise = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
-    models = OdometryModels.from_files(pods, noise, imu=imu)
-    attrs = {"pods_model": "pods-emulated.toml (shipped)", "noise_model": "noise-emulated.toml"}
-    return LiveRuntime(robot.config, models, LiveOptions(foxglove=foxglove, estimate_attrs=attrs))
-
-
 def firmware_config(out_dir: Path) -> Path:
     """The shipped emulated robot's configuration with its pods entry as the firmware
     image serves it (``imu = false``), written to ``out_dir/robot-firmware.toml``; SimError
@@ -76,7 +67,11 @@ def run_live_demo(
     with EmulatedRobot(
         out_dir / "run", config, speed=1.0, ld19_startup_s=0.5, pods_firmware=pods_firmware
     ) as robot:
-        runtime = live_runtime(robot, foxglove)
+        imu = any(d.imu for d in robot.config.devices if d.kind == "pods")
+        pods, noise = MODELS / "pods-emulated.toml", MODELS / "noise-emulated.toml"
+        models = OdometryModels.from_files(pods, noise, imu=imu)
+        attrs = {"pods_model": "pods-emulated.toml (shipped)", "noise_model": "noise-emulated.toml"}
+        runtime = LiveRuntime(robot.config, models, LiveOptions(foxglove, estimate_attrs=attrs))
         try:  # closed on every path: a capture that fails early leaves no server listening
             runtime.open()  # the filters compiled, the view listening: before the devices start
 

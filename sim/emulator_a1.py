@@ -210,9 +210,12 @@ class A1Emulator(PtyEmulator):
         express_samples: LidarSamples | None = None,
     ) -> None:
         u = A1Unit() if unit is None else unit
-        serial = bytes.fromhex(u.serial) if isinstance(u.serial, str) else bytes(u.serial)
+        try:
+            serial = bytes.fromhex(u.serial) if isinstance(u.serial, str) else bytes(u.serial)
+        except ValueError:
+            serial = b""
         if len(serial) != 16:
-            raise SimError(f"an A1 serial number is 16 bytes, got {len(serial)}")
+            raise SimError(f"an A1 serial number is 16 bytes (32 hex digits), got {u.serial!r}")
         self.express: PacketStream | None = None  # capsules played, looped
         if samples is None:
             self.standard, self.express = _default_room()
@@ -281,11 +284,6 @@ class A1Emulator(PtyEmulator):
     def motor_on(self) -> bool:
         """True while the motor spins: powered and DTR not asserted by a host."""
         return self._motor
-
-    @property
-    def dtr(self) -> bool:
-        """True while a host holds the port open with DTR asserted."""
-        return self._lines.dtr
 
     @property
     def scanning(self) -> bool:

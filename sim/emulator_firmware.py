@@ -28,18 +28,6 @@ TAIL_US = 20_000  # without loop: how long the MCU runs after the last row (µs)
 _STOP_TIMEOUT_S = 5.0
 
 
-def harness_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The harness executable: ``path``, else ``$SENSORBENCH_POD_HARNESS``, else the
-    one ``make -C firmware`` builds; raises :class:`SimError` if it is missing."""
-    found = Path(path or os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
-    if not os.access(found, os.X_OK):
-        raise SimError(
-            f"{found}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a clone "
-            f"(needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
-        )
-    return found
-
-
 @dataclass(frozen=True)
 class Boot:
     """One start of the firmware (``index`` 0 at power-on, +1 per reset): the simulated CPU
@@ -72,8 +60,9 @@ class FirmwarePodEmulator(PtyEmulator):
     ``speed``: simulated seconds per wall second (0: as fast as the host allows);
     ``loop``: repeat the trajectory (counts and time continue); ``auto_reset``: DTR
     asserted resets the MCU, which restarts its image ``boot_s`` later (s); ``events``: a
-    file the harness's event lines are appended to (firmware/README.md); ``period_us``: the
-    image's latch period (µs): resets align to it, ``boot_s`` rounds to it. Without
+    file the harness's event lines are appended to (firmware/README.md). Resets align to
+    the image's latch period :data:`PERIOD_US`, ``boot_s`` rounds to it; the simavr harness
+    is ``$SENSORBENCH_POD_HARNESS``, else the one ``make -C firmware`` builds. Without
     ``loop`` the MCU runs :data:`TAIL_US` after the last row.
     """
 
@@ -88,17 +77,20 @@ class FirmwarePodEmulator(PtyEmulator):
         auto_reset: bool = True,
         boot_s: float = OPTIBOOT_WAIT_S,
         inject: Injected | None = None,
-        harness: str | os.PathLike[str] | None = None,
         events: str | os.PathLike[str] | None = None,
-        period_us: int = PERIOD_US,
     ) -> None:
         self.elf = Path(elf)
         if not self.elf.is_file():
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
         inject = inject or Injected()
-        if min(speed, boot_s) < 0 or period_us <= 0 or not 45 < inject.phase_deg < 135:
-            raise SimError("speed and boot_s must be >= 0, period_us > 0, 45 < phase_deg < 135")
-        self.harness = harness_path(harness)
+        if min(speed, boot_s) < 0 or not 45 < inject.phase_deg < 135:
+            raise SimError("speed and boot_s must be >= 0 and 45 < phase_deg < 135")
+        self.harness = Path(os.environ.get(HARNESS_ENV) or DEFAULT_HARNESS)
+        if not os.access(self.harness, os.X_OK):
+            raise SimError(
+                f"{self.harness}: no simavr harness; build it with `make -C {FIRMWARE_DIR}` in a "
+                f"clone (needs simavr and libsimavr-dev) or name it in ${HARNESS_ENV}"
+            )
         self._events = Path(events) if events is not None else None
         if self._events is not None:
             try:
@@ -107,11 +99,11 @@ class FirmwarePodEmulator(PtyEmulator):
                 raise SimError(f"{events}: cannot write the events ({exc})") from exc
         self.trajectory = trajectory
         self.loop = loop
-        self.boot_us = round(boot_s * 1e6 / period_us) * period_us
+        self.boot_us = round(boot_s * 1e6 / PERIOD_US) * PERIOD_US
         self._args = [
             "--speed", repr(float(speed)),
             "--boot-us", str(self.boot_us),
-            "--align-us", str(int(period_us)),
+            "--align-us", str(PERIOD_US),
             "--tail-us", str(TAIL_US),
             "--phase-deg", repr(float(inject.phase_deg)),
             *(a for t in inject.reset_at_us for a in ("--reset-at-us", str(int(t)))),

@@ -1,6 +1,6 @@
 """Encoder counts vs time that the simavr harness drives onto the firmware's pins: rows
 ``t_us c0 [c1 [c2]]``, turned into quadrature edges by the rule firmware/README.md
-("Trajectory") states, which :meth:`PodTrajectory.counts_at` reproduces exactly."""
+("Trajectory") states."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import numpy as np
 from sensorbench.errors import SimError
 
 MAX_PODS = 3  # encoder pairs on the ATmega328P's port C (A0..A5)
-CYCLES_PER_US = 16  # the 16 MHz ATmega328P
 
 
 @dataclass(frozen=True)
@@ -79,29 +78,3 @@ class PodTrajectory:
         """Write the harness's text format."""
         header = "t_us " + " ".join(f"c{k}" for k in range(self.n_pods))
         np.savetxt(path, np.column_stack([self.t_us, self.counts]), fmt="%d", header=header)
-
-    def counts_at(
-        self, traj_us: np.ndarray, loop: bool = False, cycles_per_us: int = CYCLES_PER_US
-    ) -> np.ndarray:
-        """The counts the pins show at trajectory times ``traj_us`` (µs, relative to the
-        first row; int64[k] -> int64[k, N]): the edges strictly before that cycle; the
-        first row's counts before it, the last row's after it; ``loop``: repetition r adds
-        r × the span to the times and r × the net change to the counts."""
-        q = np.asarray(traj_us, dtype=np.int64) * cycles_per_us
-        times = (self.t_us - self.t_us[0]) * cycles_per_us
-        span = int(times[-1])
-        rep = np.zeros_like(q)
-        if loop:
-            rep = np.floor_divide(q, span)
-            q = q - rep * span
-        q = np.clip(q, 0, span)
-        seg = np.clip(np.searchsorted(times, q, side="right") - 1, 0, times.size - 2)
-        start, length = times[seg], times[seg + 1] - times[seg]
-        c0, c1 = self.counts[seg], self.counts[seg + 1]
-        n = np.abs(c1 - c0)
-        offset = (q - start)[:, None]
-        # edge j is before cycle q  <=>  (2j - 1) * length < 2 n q
-        m = np.floor_divide(2 * n * offset - 1, length[:, None])
-        done = np.clip(np.floor_divide(m + 1, 2), 0, n)
-        net = self.counts[-1] - self.counts[0]
-        return c0 + np.sign(c1 - c0) * done + rep[:, None] * net

@@ -20,34 +20,32 @@ if TYPE_CHECKING:
     from sensorbench.sim.sensor_pose import PoseSamples
 
 POSE_KINDS = ("mocap", "pose_sensor")
+PERIOD_S = 0.02  # host seconds between releases
 
 
 class SimPoseSource:
     """Streams pose samples of a simulation (``streams``: name → (kind ``mocap`` or
     ``pose_sensor``, samples)) into a session on the emulation ``clock``, every
-    ``period_s`` host s, each stamped with the clock's host time of its simulated time;
+    :data:`PERIOD_S`, each stamped with the clock's host time of its simulated time;
     ``attrs`` go on every pose stream."""
 
     kind = "pose"
+    name = "pose_source"
 
     def __init__(
         self,
         streams: Mapping[str, tuple[str, PoseSamples]],
         clock: SimClock,
-        name: str = "pose_source",
         attrs: Mapping[str, Any] | None = None,
-        period_s: float = 0.02,
     ) -> None:
         for stream, (kind, _) in streams.items():
             if kind not in POSE_KINDS:
                 raise DriverError(f"pose stream {stream!r}: kind must be one of {POSE_KINDS}")
         if not streams:
             raise DriverError("the emulated pose source needs at least one stream")
-        self.name = name
         self.streams = dict(streams)
         self.clock = clock
         self.attrs = dict(attrs or {})
-        self.period_s = float(period_s)
         self._next = dict.fromkeys(self.streams, 0)
         self._reloc_next = dict.fromkeys(self.streams, 0)
         self._writer: SessionWriter | None = None
@@ -108,7 +106,7 @@ class SimPoseSource:
                 return
             if stopping:
                 return
-            stopping = self._stop.wait(self.period_s)
+            stopping = self._stop.wait(PERIOD_S)
 
     def _release(self, now_s: float) -> None:
         assert self._writer is not None

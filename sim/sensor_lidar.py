@@ -46,21 +46,6 @@ class LidarSamples:
         return int(self.t_s.size)
 
 
-def turn_schedule(
-    p: dict, duration_s: float, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Turn start times (s), periods (s) and skipped flags covering [0, duration_s]; the
-    first turn starts a uniform fraction of a period before 0 (it is seen partial)."""
-    T = 1.0 / p["rate_hz"]
-    n = int(np.ceil(duration_s / (0.25 * T))) + 8  # enough even if every period is minimal
-    periods = np.maximum(T + p["period_jitter_s"] * rng.standard_normal(n), 0.25 * T)
-    start0 = -rng.uniform(0.0, T)
-    starts = start0 + np.concatenate([[0.0], np.cumsum(periods[:-1])])
-    skipped = rng.random(n) < p["skip_prob"]
-    keep = starts < duration_s
-    return starts[keep], periods[keep], skipped[keep]
-
-
 def band_sigma(p: dict, r: np.ndarray) -> np.ndarray:
     """Range noise σ (m) of each true range ``r`` (m) from the distance bands."""
     edges = np.asarray(p["noise_band_edges_m"])
@@ -77,7 +62,15 @@ def simulate_lidar(
     with ``sees_robot`` also returns from ``body``, the robot's occluders (body frame)."""
     model = p["model"]
     spp = 12 if model == "ld19" else 1
-    starts, periods, skipped = turn_schedule(p, duration_s, rng)
+    # the turns covering [0, duration_s]: the first starts a uniform fraction of a period
+    # before 0 (it is seen partial)
+    T = 1.0 / p["rate_hz"]
+    n = int(np.ceil(duration_s / (0.25 * T))) + 8  # enough even if every period is minimal
+    periods = np.maximum(T + p["period_jitter_s"] * rng.standard_normal(n), 0.25 * T)
+    starts = -rng.uniform(0.0, T) + np.concatenate([[0.0], np.cumsum(periods[:-1])])
+    skipped = rng.random(n) < p["skip_prob"]
+    keep = starts < duration_s
+    starts, periods, skipped = starts[keep], periods[keep], skipped[keep]
     t, turn, angle_cw, speed = _sample_angles(p, spp, duration_s, starts, periods, skipped)
     true_r = _true_ranges(p, traj, world, body, t, angle_cw)
     range_m, intensity, kind = _measure(p, true_r, turn, rng)

@@ -67,15 +67,6 @@ class PodSamples:
     geometry: PodGeometry
 
 
-def frame_times(p: dict, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """True frame times (s) and MCU times (µs, int64) of the pod MCU over ``duration_s``."""
-    scale = 1.0 + p["mcu_clock_drift_ppm"] * 1e-6
-    period_us = 1e6 / p["rate_hz"]
-    mcu_elapsed = np.arange(int(np.floor(duration_s * scale * 1e6 / period_us)) + 1) * period_us
-    t = mcu_elapsed * 1e-6 / scale
-    return t, p["mcu_clock_offset_us"] + np.floor(mcu_elapsed).astype(np.int64)
-
-
 def _bounce_mask(t_edges: np.ndarray, rate: float, dur: float, rng: np.random.Generator
 ) -> np.ndarray:
     """True for sub-steps (between consecutive ``t_edges``) inside a bounce of one pod."""
@@ -96,7 +87,11 @@ def simulate_pods(
     """Simulate the pod MCU's frames over ``duration_s`` (s) along ``traj``; ``rng`` draws
     the pods' noise, ``rng_imu`` the IMU's, so either can change without the other."""
     geo = PodGeometry.from_params(p)
-    t, mcu_us = frame_times(p, duration_s)
+    scale = 1.0 + p["mcu_clock_drift_ppm"] * 1e-6  # frames on the MCU clock, true times (s)
+    period_us = 1e6 / p["rate_hz"]
+    mcu_elapsed = np.arange(int(np.floor(duration_s * scale * 1e6 / period_us)) + 1) * period_us
+    t = mcu_elapsed * 1e-6 / scale
+    mcu_us = p["mcu_clock_offset_us"] + np.floor(mcu_elapsed).astype(np.int64)
     m = p["substeps"]
     dt_frame = np.diff(t)
     sub = (t[:-1, None] + dt_frame[:, None] * (np.arange(m) / m)[None, :]).ravel()

@@ -90,33 +90,13 @@ def simulate_mocap(
     return PoseSamples(t, pos, quat, valid, params, flags=np.zeros(n, np.uint8))
 
 
-def pose_sample_times(p: dict, duration_s: float, rng: np.random.Generator) -> np.ndarray:
-    """Sample times (s): ``k / rate_hz`` + N(0, rate_jitter_s), sorted, within [0, duration)."""
-    t = np.arange(0.0, duration_s, 1.0 / p["rate_hz"])
-    t = t + p["rate_jitter_s"] * rng.standard_normal(t.size)
-    return np.sort(t[(t >= 0.0) & (t < duration_s)])
-
-
-def sensor_in_map(
-    p: dict, x: np.ndarray, y: np.ndarray, yaw: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """True planar pose x, y (m), yaw (rad) of the pose sensor (at its ``mount_*`` on the
-    body) in its map (at ``map_*`` in the world), from the body pose in the world."""
-    mx, my = p["mount_xy_m"]
-    c, s = np.cos(yaw), np.sin(yaw)
-    sx = x + c * mx - s * my - p["map_xy_m"][0]
-    sy = y + s * mx + c * my - p["map_xy_m"][1]
-    a = np.deg2rad(p["map_yaw_deg"])
-    ca, sa = np.cos(a), np.sin(a)
-    syaw = yaw + np.deg2rad(p["mount_yaw_deg"]) - a
-    return ca * sx + sa * sy, -sa * sx + ca * sy, syaw
-
-
 def simulate_pose_sensor(
     p: dict, traj: Trajectory, duration_s: float, rng: np.random.Generator
 ) -> PoseSamples:
     """The relocalizing pose sensor over ``duration_s`` (s); model: docs/SIMULATION.md."""
-    t = pose_sample_times(p, duration_s, rng)
+    t = np.arange(0.0, duration_s, 1.0 / p["rate_hz"])  # k / rate_hz + N(0, rate_jitter_s)
+    t = t + p["rate_jitter_s"] * rng.standard_normal(t.size)
+    t = np.sort(t[(t >= 0.0) & (t < duration_s)])
     n = t.size
     covered = np.zeros(n, dtype=bool)
     for a, b in p["covered_s"]:
@@ -135,7 +115,14 @@ def simulate_pose_sensor(
     v = np.asarray(p["white_sigma"])[None, :] * rng.standard_normal((n, 6))
     seg = np.clip(np.searchsorted(reloc, t, side="right") - 1, 0, n_s - 1)
     err = offset[seg] + g + v
-    x, y, yaw = sensor_in_map(p, *traj.pose(t - p["latency_s"]))
+    # the sensor (at its mount_* on the body) in its map (at map_* in the world)
+    x, y, yaw = traj.pose(t - p["latency_s"])
+    mx, my = p["mount_xy_m"]
+    sx = x + np.cos(yaw) * mx - np.sin(yaw) * my - p["map_xy_m"][0]
+    sy = y + np.sin(yaw) * mx + np.cos(yaw) * my - p["map_xy_m"][1]
+    a = np.deg2rad(p["map_yaw_deg"])
+    x, y = np.cos(a) * sx + np.sin(a) * sy, -np.sin(a) * sx + np.cos(a) * sy
+    yaw = yaw + np.deg2rad(p["mount_yaw_deg"]) - a
     pos = np.column_stack([x + err[:, 0], y + err[:, 1], p["height_m"] + err[:, 2]])
     quat = _quat(err[:, 3], err[:, 4], yaw + err[:, 5]) if n else np.zeros((0, 4))
     flags = np.zeros(n, np.uint8)

@@ -383,8 +383,19 @@ def _write_truth(w: SessionWriter, sim: Simulation) -> None:
     ):  # fmt: skip
         w.set_truth(key, value, attrs)
     w.set_truth_attrs({"mocap_volume_m": list(sim.world.mocap_volume)}, "world")
-    for name in sim.lidar_names():
-        _write_lidar_truth(w, sim, name, sim.lidar(name))
+    for name in sim.lidar_names():  # turn schedule (ns, s), the turns stored, their points
+        ls, g = sim.lidar(name), f"lidar/{name}"
+        w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
+        w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
+        w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
+        keep = complete_turns_mask(ls, sim.duration_s)
+        w.set_truth(f"{g}/turn_index", np.unique(ls.turn[keep]),
+            {"meaning": "turn index of each stored turn (into turn_* arrays)"})  # fmt: skip
+        kinds = {"meaning": "0 normal/no return, 1 edge, 2 false"}
+        w.set_truth(f"{g}/kind", ls.kind[keep], kinds)
+        w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
+        mount = list(sim.lidar_mount(name))
+        w.set_truth_attrs({"params_toml": dumps_toml(ls.params), "mount_xy_yaw": mount}, g)
     if sim.enabled("pods"):
         pods = sim.pods()
         w.set_truth("pods/kinematic_matrix", pods.geometry.kinematic_matrix(),
@@ -400,20 +411,3 @@ def _write_truth(w: SessionWriter, sim: Simulation) -> None:
         w.set_truth("pose_sensor/error", ps.error, {"columns": "x y z roll pitch yaw",
             "units": "m m m rad rad rad", "meaning": "reported minus truth; nan while paused"})
         w.set_truth("pose_sensor/gm", ps.gm, {"columns": "x y z roll pitch yaw"})
-
-
-def _write_lidar_truth(w: SessionWriter, sim: Simulation, name: str, ls: LidarSamples) -> None:
-    """Lidar ``name``'s truth: its turn schedule (ns, s), which turns were stored, each
-    stored point's kind and true range (m), its parameters and mount."""
-    g = f"lidar/{name}"
-    w.set_truth(f"{g}/turn_t_start_ns", _ns(ls.turn_t_start_s))
-    w.set_truth(f"{g}/turn_period_s", ls.turn_period_s)
-    w.set_truth(f"{g}/turn_skipped", ls.turn_skipped)
-    keep = complete_turns_mask(ls, sim.duration_s)
-    w.set_truth(f"{g}/turn_index", np.unique(ls.turn[keep]),
-        {"meaning": "turn index of each stored turn (into turn_* arrays)"})  # fmt: skip
-    w.set_truth(f"{g}/kind", ls.kind[keep], {"meaning": "0 normal/no return, 1 edge, 2 false"})
-    w.set_truth(f"{g}/true_range_m", ls.true_range_m[keep].astype(np.float32))
-    w.set_truth_attrs(
-        {"params_toml": dumps_toml(ls.params), "mount_xy_yaw": list(sim.lidar_mount(name))}, g
-    )

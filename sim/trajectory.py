@@ -237,15 +237,6 @@ class Trajectory:
         return c * vx + s * vy, -s * vx + c * vy, wz
 
 
-def _through(poses: list[np.ndarray], lim: Limits, pause_s: float) -> list[_Segment]:
-    segs: list[_Segment] = []
-    for a, b in itertools.pairwise(poses):
-        segs.append(_Move(a, b, lim))
-        if pause_s > 0:
-            segs.append(_Hold(b, pause_s))
-    return segs
-
-
 def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajectory:
     """Build the trajectory described by a validated ``[trajectory]`` table.
 
@@ -280,12 +271,10 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
     elif kind == "figure8":
         a = spec["size_m"] / 2.0
         tangent = spec["heading"] == "tangent"
-        fig = _Figure8(p0[:2], a, p0[2], reps, tangent, 0.0, lim)
+        fig = _Figure8(p0[:2], a, p0[2], reps, tangent, 0.0 if tangent else p0[2], lim)
         first_yaw = fig.world(np.array([0.0]))[2][0]
         if tangent and abs(first_yaw - p0[2]) > 1e-12:
             segs.append(_Move(p0, np.array([p0[0], p0[1], first_yaw]), lim))
-        elif not tangent:
-            fig = _Figure8(p0[:2], a, p0[2], reps, False, p0[2], lim)
         segs.append(fig)
         last = np.array([v[0] for v in fig.world(np.array([fig.T]))[:3]])
     elif kind == "hold":
@@ -294,7 +283,10 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
         poses += [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]] * reps
     else:
         raise SimError(f"trajectory.kind: unknown kind {kind!r}")
-    segs += _through(poses, lim, spec["pause_s"])
+    for a, b in itertools.pairwise(poses):  # driven through, rest to rest
+        segs.append(_Move(a, b, lim))
+        if spec["pause_s"] > 0:
+            segs.append(_Hold(b, spec["pause_s"]))
     if spec["lead_out_s"] > 0:
         segs.append(_Hold(poses[-1] if last is None else last, spec["lead_out_s"]))
     return Trajectory(segs)

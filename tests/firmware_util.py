@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sensorbench.sim.pod_trajectory import CYCLES_PER_US
+from sensorbench.sim.pod_trajectory import PodTrajectory
 
+CYCLES_PER_US = 16  # the 16 MHz ATmega328P
 ROOT = Path(__file__).resolve().parents[1]
 FIRMWARE = ROOT / "firmware"
 BUILD = FIRMWARE / "build"
@@ -76,4 +77,30 @@ def expected_counts(em: Any, boot: int, t_us: np.ndarray) -> np.ndarray:
     (the trajectory's counts at the latch minus the boot's base)."""
     b = em.boots[boot]
     traj = b.traj_us + np.asarray(t_us, dtype=np.int64)
-    return em.trajectory.counts_at(traj, em.loop, CYCLES_PER_US) - b.base
+    return counts_at(em.trajectory, traj, em.loop) - b.base
+
+
+def counts_at(path: PodTrajectory, traj_us: np.ndarray, loop: bool = False) -> np.ndarray:
+    """The counts the harness's pins show at trajectory times ``traj_us`` (µs, relative to
+    the first row; int64[k] -> int64[k, N]) by firmware/README.md's rule ("Trajectory"):
+    the edges strictly before that cycle; the first row's counts before it, the last row's
+    after it; ``loop``: repetition r adds r × the span to the times and r × the net change
+    to the counts."""
+    q = np.asarray(traj_us, dtype=np.int64) * CYCLES_PER_US
+    times = (path.t_us - path.t_us[0]) * CYCLES_PER_US
+    span = int(times[-1])
+    rep = np.zeros_like(q)
+    if loop:
+        rep = np.floor_divide(q, span)
+        q = q - rep * span
+    q = np.clip(q, 0, span)
+    seg = np.clip(np.searchsorted(times, q, side="right") - 1, 0, times.size - 2)
+    start, length = times[seg], times[seg + 1] - times[seg]
+    c0, c1 = path.counts[seg], path.counts[seg + 1]
+    n = np.abs(c1 - c0)
+    offset = (q - start)[:, None]
+    # edge j is before cycle q  <=>  (2j - 1) * length < 2 n q
+    m = np.floor_divide(2 * n * offset - 1, length[:, None])
+    done = np.clip(np.floor_divide(m + 1, 2), 0, n)
+    net = path.counts[-1] - path.counts[0]
+    return c0 + np.sign(c1 - c0) * done + rep[:, None] * net

@@ -61,9 +61,8 @@ class BrlttyFinding:
         return "; ".join(seen) + ". " + FIX
 
     def as_dict(self) -> dict:
-        """JSON-ready dict (with the message)."""
-        rules = [str(p) for p in self.rules]
-        return {"found": self.found, **asdict(self), "rules": rules, "message": self.message()}
+        """The finding with ``found`` and the message, for :func:`~sensorbench.json_doc.to_json`."""
+        return {"found": self.found, **asdict(self), "message": self.message()}
 
 
 def brltty_pids(proc: Path) -> list[int]:
@@ -74,15 +73,6 @@ def brltty_pids(proc: Path) -> list[int]:
             if comm.parent.name.isdigit() and comm.read_text(errors="replace").strip() == "brltty":
                 pids.append(int(comm.parent.name))
     return sorted(pids)
-
-
-def _masked(path: Path) -> bool:
-    """A rule file that is a link to /dev/null or empty masks the same name further down."""
-    try:
-        return ((path.is_symlink() and os.readlink(path) == "/dev/null")
-                or path.stat().st_size == 0)
-    except OSError:
-        return False
 
 
 def brltty_rules(dirs: tuple[Path, ...]) -> list[Path]:
@@ -101,9 +91,9 @@ def brltty_rules(dirs: tuple[Path, ...]) -> list[Path]:
             chosen.setdefault(p.name, p)
     found = []
     for p in chosen.values():
-        if _masked(p):
-            continue
-        try:
+        try:  # a link to /dev/null or an empty file masks the name
+            if (p.is_symlink() and os.readlink(p) == "/dev/null") or p.stat().st_size == 0:
+                continue
             text = p.read_text(errors="replace")
         except OSError:
             continue

@@ -67,16 +67,6 @@ class SerialDevice:
             return None
         return KNOWN_BRIDGES.get((self.vid, self.pid))
 
-    def as_dict(self) -> dict:
-        """A JSON-ready dict (ids as ``"10c4"`` hex strings, links as a list)."""
-        out = asdict(self)
-        out["vid"] = None if self.vid is None else f"{self.vid:04x}"
-        out["pid"] = None if self.pid is None else f"{self.pid:04x}"
-        out["devlinks"] = list(self.devlinks)
-        out["usb_id"] = self.usb_id
-        out["bridge"] = self.bridge
-        return out
-
 
 def port_path_from_sys_path(sys_path: str) -> tuple[str | None, str | None]:
     """``(port_path, interface)`` parsed from a sysfs path, e.g. ``("1-1.2", "1.0")``: from
@@ -213,14 +203,16 @@ def device_kind(device: SerialDevice, probe: Any | None) -> str:
 def devices_doc(
     devices: Sequence[SerialDevice], probes: Mapping[str, Any], brltty: Any | None
 ) -> dict[str, Any]:
-    """``devices --json``: every device with its kind and probe, and the brltty check."""
+    """``devices --json``: every device (ids as ``"10c4"`` hex strings) with its kind and
+    probe (elapsed s), and the brltty check."""
     out = []
-    for device in devices:
-        result = probes.get(device.node)
-        entry = device.as_dict()
-        entry["kind"] = device_kind(device, result)
-        entry["probe"] = result.as_dict() if result is not None else None
-        out.append(entry)
+    for d in devices:
+        result = probes.get(d.node)
+        probe = None if result is None else {
+            **asdict(result), "elapsed_s": round(result.elapsed_s, 4)}
+        out.append({**asdict(d), "vid": None if d.vid is None else f"{d.vid:04x}",
+            "pid": None if d.pid is None else f"{d.pid:04x}", "usb_id": d.usb_id,
+            "bridge": d.bridge, "kind": device_kind(d, result), "probe": probe})  # fmt: skip
     doc: dict[str, Any] = {"devices": out}
     if brltty is not None:
         doc["brltty"] = brltty.as_dict()

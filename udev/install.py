@@ -68,14 +68,6 @@ def validate_filename(filename: str) -> str:
     return filename
 
 
-def manual_command(source: Path, target: Path, reload: bool = True) -> str:
-    """The shell command a user with sudo runs to do what :func:`install_rules` does."""
-    parts = [f"sudo install -m 0644 {shlex.quote(str(source))} {shlex.quote(str(target))}"]
-    if reload:
-        parts += ["sudo " + " ".join(cmd) for cmd in RELOAD_COMMANDS]
-    return " && ".join(parts)
-
-
 def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULES_DIR,
         filename: str = DEFAULT_FILENAME, reload: bool = True, runner: Runner = subprocess_runner,
         is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> InstallResult:
@@ -103,7 +95,12 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
     if is_root is None:
         is_root = os.geteuid() == 0
     if not is_root:
-        raise NeedsRootError(manual_command(source_path.resolve(), target, reload))
+        # what a user with sudo runs instead
+        src, dst = shlex.quote(str(source_path.resolve())), shlex.quote(str(target))
+        parts = [f"sudo install -m 0644 {src} {dst}"]
+        if reload:
+            parts += ["sudo " + " ".join(cmd) for cmd in RELOAD_COMMANDS]
+        raise NeedsRootError(" && ".join(parts))
     if not target_dir.is_dir():
         raise UdevError(f"{target_dir} does not exist or is not a directory; is udev installed?")
     replaced = target.exists()

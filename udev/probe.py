@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from sensorbench.drivers.device_kind import DeviceKind
 from sensorbench.drivers.device_kinds import all_kinds
@@ -42,10 +42,6 @@ class ProbeResult:
     detail: str
     elapsed_s: float
     info: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return {**asdict(self), "elapsed_s": round(self.elapsed_s, 4)}
 
 
 def probe_port(node: str, kinds: tuple[str, ...] = KINDS, listen_s: float = 0.35,

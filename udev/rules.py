@@ -282,7 +282,10 @@ def check_rules_text(text: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         where = f"line {number}"
-        keys = [k.strip() for k in _split_keys(line, where)]
+        if line.count('"') % 2:
+            raise UdevError(f"{where}: unbalanced quote")
+        # the keys: split on commas outside quotes (followed by an even number of quotes)
+        keys = [k.strip() for k in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', line)]
         if keys[0] != 'SUBSYSTEM=="tty"':
             raise UdevError(f'{where}: rule must start with SUBSYSTEM=="tty"')
         symlinks = _RULE_LINE.findall(line)
@@ -303,14 +306,6 @@ def check_rules_text(text: str) -> list[str]:
     if not rules_seen:
         raise UdevError("the rules file contains no rule")
     return names
-
-
-def _split_keys(line: str, where: str) -> list[str]:
-    """Split a rule on commas outside quotes (those followed by an even number of quotes);
-    refuse unbalanced quotes."""
-    if line.count('"') % 2:
-        raise UdevError(f"{where}: unbalanced quote")
-    return re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', line)
 
 
 _MATCH_KEY = re.compile(
