@@ -213,15 +213,6 @@ class StreamSteps(DeviceSteps):
                 handle.close()
 
 
-def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
-) -> list[tuple[DeviceSpec, PortPower]]:
-    """The devices switched off whose tty is still there after their ``settle_s``."""
-    if switched:
-        settle_s = max(power.settle_s for _, power in switched)
-        _poll_until(lambda: not any(os.path.exists(s.port) for s, _ in switched), settle_s)
-    return [(s, p) for s, p in switched if os.path.exists(s.port)]
-
-
 def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
     """Ask ``done`` every 50 ms until it holds or ``timeout_s`` (s) passed; whether it held."""
     deadline = time.monotonic() + timeout_s
@@ -309,7 +300,10 @@ class PowerUpSequencer:
                     self._no_port_power(spec, f"switching it off failed: {err}")
                 else:
                     switched.append((spec, spec.power))
-        for spec, power in _still_present(switched):
+        if switched:  # wait up to the longest settle_s for their ttys to go
+            _poll_until(lambda: not any(os.path.exists(s.port) for s, _ in switched),
+                max(power.settle_s for _, power in switched))
+        for spec, power in [(s, p) for s, p in switched if os.path.exists(s.port)]:
             self._no_port_power(spec,
                 f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
                 "the hub keeps the port powered (no per-port switching, or ganged)")
