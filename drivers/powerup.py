@@ -24,6 +24,7 @@ from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
 
+A1_READY_POINTS = 100  # points of the first complete valid turn that makes an A1 ready
 StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
 log = logging.getLogger("sensorbench.powerup")
 
@@ -34,7 +35,7 @@ class DeviceSpec:
     after it is ready before the next starts, for the first complete valid turn after the
     start, for each request/answer while opening. ``options``: kind-specific extras
     (``config``: the device's configuration, which a streaming kind's steps need;
-    ``min_points`` and ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
+    ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
     registered kind's (a device outside the registry, e.g. in a test).
     """
 
@@ -106,12 +107,10 @@ class DeviceSteps:
 
 
 class A1Steps(DeviceSteps):
-    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
-    ``scan_mode``, default the configuration's, ``typical`` without one)."""
+    """Bring-up of an RPLIDAR A1 (option ``scan_mode``: default the configuration's,
+    ``typical`` without one); ready at a valid turn of :data:`A1_READY_POINTS` points."""
 
     def __init__(self, spec: DeviceSpec) -> None:
-        self.spec = spec
-        self.min_points = int(spec.options.get("min_points", 100))
         mode = spec.options.get("scan_mode") or a1_kind.scan_mode(spec.options.get("config"))
         self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s, scan_mode=mode)
 
@@ -128,12 +127,12 @@ class A1Steps(DeviceSteps):
         self.handle.start()
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Poll until a complete turn without error flags and with ``min_points`` points."""
+        """Poll until a complete turn without error flags and with enough points."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             _, _, turns = self.handle.poll(min(0.05, max(0.0, deadline - time.monotonic())))
             good = (turns.flags & (TurnFlag.PACKET_LOSS | TurnFlag.CRC_ERRORS)) == 0
-            if (good & (turns.count >= self.min_points)).any():
+            if (good & (turns.count >= A1_READY_POINTS)).any():
                 return
         sc = self.handle
         state = ""
