@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -444,7 +443,6 @@ class A1Scanner(DeviceProtocol):
         self._preamble_bytes = 0
         self._skip_reported_ns = 0
         self._scanning = False
-        self._count_lock = threading.Lock()
         config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
             stale_after_s=stale_after_s, backoff_s=RECONNECT_BACKOFF_S, backoff_max_s=1.0,
             restart_after_s=restart_after_s)
@@ -753,9 +751,8 @@ class A1Scanner(DeviceProtocol):
             writer.append_turns(self.link.name, turns)
         if self._out is not None:
             self._out.append(turns)
-        with self._count_lock:
-            self.turns_total += turns.n_turns
-            self.points_total += turns.n_points
+        self.turns_total += turns.n_turns
+        self.points_total += turns.n_points
         self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
         return int(((turns.flags & TurnFlag.PACKET_LOSS) == 0).sum())
 
