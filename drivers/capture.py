@@ -89,12 +89,6 @@ class _TappedWriter(SessionWriter):
         self._tap("event", source, (int(t_ns), str(kind), str(message)))
 
 
-STREAM_READ_S = 0.05
-"""Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
-wake-ups a second per device, a third of the CPU of 20 ms reads; packet times come
-from the device clocks, not from the read boundaries."""
-
-
 @dataclass(frozen=True)
 class BringupResult:
     """One device's bring-up: ``ok`` when it delivered valid data within its deadline,
@@ -165,17 +159,14 @@ class CaptureResult:
 
 
 def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
-        pods: PodGeometry | None = None, read_s: float = STREAM_READ_S) -> DeviceReader:
+        pods: PodGeometry | None = None) -> DeviceReader:
     """The reader for one configured device (not started), from its registered kind;
-    the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s
-    (``read_s``: its ``read_timeout_s``, s)."""
+    the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s."""
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
         attrs["mount_xy_yaw"] = dev.mount.as_list()
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
-    kind = get_kind(dev.kind)
-    ctx = ReaderContext(attrs, speed, handle, pods, read_s)
-    return kind.reader(dev, ctx)
+    return get_kind(dev.kind).reader(dev, ReaderContext(attrs, speed, handle, pods))
 
 
 def bring_up(
@@ -252,10 +243,9 @@ def run_bringup(config: RobotConfig) -> list[BringupResult]:
 class CaptureOptions:
     """How :func:`run_capture` records: ``label`` and ``note`` (root attributes), the
     devices' emulation ``speed`` (1.0 for hardware), whether to record with the devices
-    that came up when some did not (``allow_missing``), the status and flush periods and
-    ``stream_read_s`` (:data:`STREAM_READ_S`), s. ``min_free_bytes``:
-    stop cleanly when the file system has less free space than this or than 4 s of the
-    file's growth, so the file is closed intact before the disk is full.
+    that came up when some did not (``allow_missing``), the status and flush periods (s).
+    ``min_free_bytes``: stop cleanly when the file system has less free space than this
+    or than 4 s of the file's growth, so the file is closed intact before the disk is full.
     """
 
     label: str = ""
@@ -265,7 +255,6 @@ class CaptureOptions:
     status_interval_s: float = 0.5
     flush_interval_s: float = 0.5
     min_free_bytes: int = 32 * 2**20
-    stream_read_s: float = STREAM_READ_S
 
 
 def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s: float,
@@ -297,7 +286,7 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
     writer = make(output, label=opts.label, config_text=config.text,
         flush_interval_s=opts.flush_interval_s, attrs=attrs)
     readers = {
-        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
+        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods)
         for d in config.devices
         if d.name in up}
     readers.update({r.name: r for r in extra_readers})

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 MIN_VALID = 3
 """Valid items the default probe needs to name a kind."""
+STREAM_READ_S = 0.05
+"""Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
+wake-ups a second per device, a third of the CPU of 20 ms reads; packet times come
+from the device clocks, not from the read boundaries."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +39,12 @@ class ReaderContext:
         handle: the device handle the bring-up left open for the reader to take over
             (an A1 scanner), or None.
         pods: the nominal pod geometry of the configuration, or None.
-        read_timeout_s: longest single read wait of a streaming reader (s).
     """
 
     attrs: dict[str, Any]
     speed: float = 1.0
     handle: Any = None
     pods: PodGeometry | None = None
-    read_timeout_s: float = 0.05
 
 
 ProbeFn = Callable[["DeviceKind", "serial.Serial", float, float], "tuple[str, dict] | None"]
@@ -116,7 +118,7 @@ class DeviceKind:
         from sensorbench.drivers.serial_link import LinkConfig, SerialLink
         from sensorbench.drivers.serial_reader import SerialReader
 
-        config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
+        config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=STREAM_READ_S)
         protocol = self._protocol(dev, ctx)
         return SerialReader(
             SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name, config=config))
