@@ -111,7 +111,6 @@ class LinkConfig:
         stale_after_s: silence after which a ``stale`` event is emitted (s).
         backoff_s, backoff_max_s: first and largest wait between reopen attempts (s).
         restart_after_s: silence after which the protocol is restarted (s), or None.
-        exclusive: ask pyserial for an exclusive lock on the port.
     """
 
     read_timeout_s: float = 0.02
@@ -121,7 +120,6 @@ class LinkConfig:
     backoff_s: float = 0.05
     backoff_max_s: float = 1.0
     restart_after_s: float | None = None
-    exclusive: bool = True
 
 
 class SerialLink:
