@@ -394,7 +394,6 @@ def _cmd(cmd: int) -> bytes:
     return bytes([proto.SYNC, cmd])
 
 
-RECONNECT_BACKOFF_S = 0.05  # first wait between reopens (s; doubled up to 1 s)
 RECONNECT_PROBE_S = 0.25  # deadline of the first request after a reopen (s)
 PREAMBLE_MAX_BYTES = 1 << 20
 """Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
@@ -407,8 +406,8 @@ class A1Scanner(DeviceProtocol):
 
     Args (times in s): ``read_timeout_s`` each request/answer; ``stale_after_s`` and
     ``restart_after_s`` silence while scanning before a ``stale`` event and before stop,
-    clear, reconnect, restart; reopens back off from :data:`RECONNECT_BACKOFF_S` (doubled
-    up to 1 s), the first request after one waits :data:`RECONNECT_PROBE_S` (a unit still
+    clear, reconnect, restart; reopens back off as every link's (:class:`LinkConfig`),
+    the first request after one waits :data:`RECONNECT_PROBE_S` (a unit still
     booting is retried). ``scan_mode``: ``typical`` or a mode's name, any case
     (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
     """
@@ -444,8 +443,7 @@ class A1Scanner(DeviceProtocol):
         self._skip_reported_ns = 0
         self._scanning = False
         config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
-            stale_after_s=stale_after_s, backoff_s=RECONNECT_BACKOFF_S, backoff_max_s=1.0,
-            restart_after_s=restart_after_s)
+            stale_after_s=stale_after_s, restart_after_s=restart_after_s)
         SerialLink("a1", port, self, config=config, on_event=on_event)
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------

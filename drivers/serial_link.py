@@ -109,7 +109,7 @@ class LinkConfig:
         first_valid_timeout_s: deadline for the first valid item after opening (s);
             None to skip the check.
         stale_after_s: silence after which a ``stale`` event is emitted (s).
-        backoff_s, backoff_max_s: first and largest wait between reopen attempts (s).
+        backoff_max_s: largest wait between reopen attempts, doubling from 50 ms (s).
         restart_after_s: silence after which the protocol is restarted (s), or None.
     """
 
@@ -117,7 +117,6 @@ class LinkConfig:
     open_timeout_s: float = 2.0
     first_valid_timeout_s: float | None = 3.5
     stale_after_s: float = 0.5
-    backoff_s: float = 0.05
     backoff_max_s: float = 1.0
     restart_after_s: float | None = None
 
@@ -143,8 +142,8 @@ class SerialLink:
         self.config = config
         self.first_valid_timeout_s = config.first_valid_timeout_s
         self.on_event = on_event
-        self.watch = LinkWatch(config.stale_after_s, config.backoff_s, config.backoff_max_s,
-            config.restart_after_s)
+        self.watch = LinkWatch(config.stale_after_s, backoff_max_s=config.backoff_max_s,
+            restart_after_s=config.restart_after_s)
         self.overruns = 0  # episodes of more than the protocol's backlog_limit bytes waiting
         self._behind = False  # in such an episode
 
