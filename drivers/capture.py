@@ -169,16 +169,14 @@ def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
     return get_kind(dev.kind).reader(dev, ReaderContext(attrs, speed, handle, pods))
 
 
-def bring_up(
-    config: RobotConfig, keep: bool = False, retries: int = 1
-) -> tuple[list[BringupResult], dict[str, Any]]:
-    """Staggered power-up of every configured device, ``retries`` extra attempts each;
+def bring_up(config: RobotConfig, keep: bool) -> tuple[list[BringupResult], dict[str, Any]]:
+    """Staggered power-up of every configured device, one retry each;
     returns one result per device in power-up order and, with ``keep``, the handles of
     the ready devices whose kind keeps them (the A1 scanners, spinning) by name."""
     specs = [DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
         ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
         for dev in config.ordered_devices()]  # fmt: skip
-    seq = PowerUpSequencer(specs, retries=retries)  # its run compiles the kernels first
+    seq = PowerUpSequencer(specs, retries=1)  # its run compiles the kernels first
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}
     results = []
