@@ -661,26 +661,22 @@ class A1Scanner(DeviceProtocol):
 
     def _identify(self, check_health: bool) -> A1Info:
         """STOP and drain what a previous host left scanning (no byte says so while the
-        head stands), then GET_INFO, the sample duration and (optionally) health."""
-        self._lidar().stop()
-        info = self._lidar().get_info()
-        self.info = info
-        self._read_sample_rate(info)
+        head stands), then GET_INFO, the sample durations where the firmware has them
+        (device-side turn timing, asked once) and (optionally) health."""
+        lidar = self._lidar()
+        lidar.stop()
+        self.info = info = lidar.get_info()
+        if self.sample_rate is None and info.firmware >= proto.SAMPLERATE_MIN_FIRMWARE:
+            try:
+                self.sample_rate = lidar.get_sample_rate()
+            except DeviceUnplugged:
+                raise
+            except DriverError as err:
+                self.link.event(time.monotonic_ns(), "note",
+                    f"no sample duration ({err}); turn times from the host clock")
         if check_health:
             self.check_health()
         return info
-
-    def _read_sample_rate(self, info: A1Info) -> None:
-        """Ask the sample durations (device-side turn timing) where the firmware has them."""
-        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
-            return
-        try:
-            self.sample_rate = self._lidar().get_sample_rate()
-        except DeviceUnplugged:
-            raise
-        except DriverError as err:
-            self.link.event(time.monotonic_ns(), "note",
-                f"no sample duration ({err}); turn times from the host clock")
 
     def _start_scan(self) -> None:
         """The scan from a clean state (no tail, no turn, no clock anchor) in the mode
