@@ -74,7 +74,6 @@ def probe(
     kind: DeviceKind, port: serial.Serial, _listen_s: float, timeout_s: float
 ) -> tuple[str, dict] | None:
     """STOP, then GET_INFO; the answer's descriptor and 20 bytes identify an A1."""
-    port.baudrate = kind.baud
     port.write(bytes([a1_protocol.SYNC, a1_protocol.CMD_STOP]))
     port.flush()
     time.sleep(STOP_SETTLE_S)

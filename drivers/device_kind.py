@@ -73,7 +73,8 @@ class DeviceKind:
         make_steps: ``(kind, spec) -> DeviceSteps`` for the power-up sequencer, or
             None for the default (:meth:`steps`).
         probe: ``(kind, port, listen_s, request_timeout_s) -> (detail, info) | None``,
-            or None for the default (:meth:`run_probe`).
+            or None for the default (:meth:`run_probe`, which sets the baud and clears
+            the input first).
         option_keys: extra robot.toml keys this kind accepts.
         parse_options: ``(validator, table, path, what) -> dict`` of validated
             :class:`~sensorbench.drivers.robot_config.DeviceConfig` fields from the
@@ -137,9 +138,11 @@ class DeviceKind:
     def run_probe(
         self, port: serial.Serial, listen_s: float, timeout_s: float
     ) -> tuple[str, dict] | None:
-        """``(detail, info)`` when the kind's device answers on the open ``port``, else
-        None; by default listen ``listen_s`` (s) at the kind's baud and count valid
-        items (at least :data:`MIN_VALID`)."""
+        """``(detail, info)`` when the kind's device answers on the open ``port`` (set to
+        the kind's baud, input cleared), else None; by default listen ``listen_s`` (s) and
+        count valid items (at least :data:`MIN_VALID`)."""
+        port.baudrate = self.baud
+        port.reset_input_buffer()
         if self.probe is not None:
             return self.probe(self, port, listen_s, timeout_s)
         from sensorbench.drivers.robot_config import DeviceConfig
@@ -147,8 +150,6 @@ class DeviceKind:
 
         dev = DeviceConfig(self.name, self.name, port.port or "", self.baud, None, 0.0, listen_s)
         count = self.valid_counter(dev)
-        port.baudrate = self.baud
-        port.reset_input_buffer()
         n = count(read_for(port, listen_s))
         if n < MIN_VALID:
             return None
