@@ -55,7 +55,6 @@ class _TappedWriter(SessionWriter):
     def __init__(self, consumer: CaptureConsumer, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.consumer: CaptureConsumer | None = consumer
-        self.consumer_error: str | None = None
 
     def _tap(self, kind: str, name: str, payload: Any) -> None:
         consumer = self.consumer
@@ -65,8 +64,8 @@ class _TappedWriter(SessionWriter):
             consumer.consume(kind, name, payload)
         except Exception as exc:  # a consumer bug never stops a reader
             self.consumer = None
-            self.consumer_error = f"{type(consumer).__name__} failed and was dropped: {exc!r}"
-            super().event(time.monotonic_ns(), "capture", "error", self.consumer_error)
+            message = f"{type(consumer).__name__} failed and was dropped: {exc!r}"
+            super().event(time.monotonic_ns(), "capture", "error", message)
 
     def append_turns(self, name: str, turns: LidarTurns) -> None:
         """Queue turns, then hand them to the consumer."""
