@@ -381,10 +381,9 @@ class _DiskGuard:
     """Watches the output's file system: too little room left for the next seconds? (HDF5
     does not fail cleanly on ENOSPC: docs/CAPTURE.md, What capture does.)"""
 
-    def __init__(self, path: Path, min_free_bytes: int, interval_s: float) -> None:
+    def __init__(self, path: Path, min_free_bytes: int) -> None:
         self.path = path
         self.min_free_bytes = int(min_free_bytes)
-        self.interval_s = interval_s
         self._last_size = 0
         self._last_t = time.monotonic()
 
@@ -411,7 +410,7 @@ def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, durat
         opts: CaptureOptions) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error). A reader connected again gets a
     ``note`` event stating its data gap (:func:`_gap_text`)."""
-    guard = _DiskGuard(writer.path, opts.min_free_bytes, opts.status_interval_s)
+    guard = _DiskGuard(writer.path, opts.min_free_bytes)
     connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0
