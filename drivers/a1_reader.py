@@ -522,10 +522,9 @@ class A1Scanner(DeviceProtocol):
         """Open the port through :class:`A1Lidar`, identify the unit, check its health and
         start the scan; after a reopen with a short deadline, the next turn flagged
         ``AFTER_RECONNECT``."""
-        port = self._connect()
+        lidar = self._connect()
         try:
             if reopen:
-                lidar = self._lidar()
                 lidar.read_timeout_s = min(self.request_timeout_s, RECONNECT_PROBE_S)
                 try:
                     self.info = lidar.get_info()
@@ -536,11 +535,11 @@ class A1Scanner(DeviceProtocol):
                 self._identify(check_health=True)
             self._start_scan()
         except BaseException:
-            port.close()
+            lidar.close()
             raise
         if reopen:
             self.assembler.mark(TurnFlag.AFTER_RECONNECT)
-        return port
+        return lidar
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Decode the scan bytes at the end of ``data`` into turns; returns the complete
