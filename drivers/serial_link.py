@@ -190,18 +190,15 @@ class SerialLink:
         """True while the port is open and its start-up has succeeded."""
         return self._port is not None
 
-    def raw_attrs(self) -> dict[str, Any]:
-        """Attributes of the raw byte stream: port, baud, kind and wire protocol."""
+    def declare(self, writer: SessionWriter) -> None:
+        """Add the raw byte stream (attributes: port, baud, kind and wire protocol) and the
+        decoded streams to ``writer`` before it starts."""
+        self.writer = writer
+        self._preamble_due = True
         attrs: dict[str, Any] = {"port_path": self.port, "baud": self.baud, "kind": self.kind}
         if self.protocol.wire:
             attrs["protocol"] = self.protocol.wire
-        return attrs
-
-    def declare(self, writer: SessionWriter) -> None:
-        """Add the raw byte stream and the decoded streams to ``writer`` before it starts."""
-        self.writer = writer
-        self._preamble_due = True
-        writer.add_raw(self.name, attrs=self.raw_attrs())
+        writer.add_raw(self.name, attrs=attrs)
         self.protocol.declare_streams(writer)
 
     def open_link(self) -> None:
