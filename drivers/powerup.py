@@ -310,15 +310,7 @@ class PowerUpSequencer:
             if ((spec.power is not None and spec.name not in self._warnings)
                     or spec.name in self._parked):
                 continue
-            steps = self._factory(spec)(spec)
-            try:
-                held = steps.park()
-            except DriverError:
-                held = False  # missing or silent: its own bring-up reports it
-            if held:
-                self._parked[spec.name] = steps
-            else:
-                steps.close()
+            self._park_or_close(spec, self._factory(spec)(spec))
 
     def _no_port_power(self, spec: DeviceSpec, why: str) -> None:
         """Stagger ``spec`` by DTR from now on, and say why."""
@@ -328,8 +320,9 @@ class PowerUpSequencer:
         log.warning("%s: %s", spec.name, msg)
         self._warnings[spec.name] = msg
 
-    def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
-        """After a failure: keep a device that holds a motor parked, close the others."""
+    def _park_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
+        """Keep a device that holds a motor parked, close the others (and one that cannot
+        be parked: missing or silent, its bring-up reports it)."""
         with contextlib.suppress(DriverError):
             if steps.park():
                 self._parked[spec.name] = steps
@@ -390,7 +383,7 @@ class PowerUpSequencer:
                 steps.wait_ready(spec.ready_timeout_s)
             except DriverError as err:
                 why = str(err)
-                self._hold_or_close(spec, steps)
+                self._park_or_close(spec, steps)
                 continue
             ttf = time.monotonic() - t_start
             self._steps[spec.name] = steps
