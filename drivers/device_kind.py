@@ -149,8 +149,7 @@ class DeviceKind:
         from sensorbench.drivers.serial_port import read_for
 
         dev = DeviceConfig(self.name, self.name, port.port or "", self.baud, None, 0.0, listen_s)
-        count = self.valid_counter(dev)
-        n = count(read_for(port, listen_s))
+        n = self.valid_counter(dev)(read_for(port, listen_s))
         if n < MIN_VALID:
             return None
         item = self._protocol(dev, ReaderContext({})).valid_item
