@@ -72,20 +72,16 @@ class SerialPort:
             except (BlockingIOError, InterruptedError):
                 break
             if not data:
-                if not chunks:
-                    self._check_present()
+                if not chunks:  # end of file: OSError unless the port is still there, open
+                    fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
+                    if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
+                        raise OSError(errno.ENODEV, f"{self.path} is another device now")
                     time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
                 break
             chunks.append(data)
             if len(data) < 1 << 16:  # the tty had no more: no second read to hear EAGAIN
                 break
         return b"".join(chunks)
-
-    def _check_present(self) -> None:
-        """Raise OSError unless the port is still there and open (end of file seen)."""
-        fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
-        if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
-            raise OSError(errno.ENODEV, f"{self.path} is another device now")
 
     def waiting(self) -> int:
         """Bytes received and not yet read."""
