@@ -162,7 +162,11 @@ class DeviceClock:
             raise DriverError("host_ns and raw_ticks must have the same shape")
         if host.size == 0:
             return raw.copy()
-        dev = self.unwrapper.unwrap(raw, self._expected_steps(host)) * self.tick_ns
+        expected = None  # device ticks between observations, judged from the host clock
+        if self._last_host is not None:
+            prev = np.concatenate(([self._last_host], host[:-1]))
+            expected = (host - prev) / self.slope / self.tick_ns
+        dev = self.unwrapper.unwrap(raw, expected) * self.tick_ns
         if self._ref is None:
             self._ref = (int(dev[0]), int(host[0]))
         x = (dev - self._ref[0]) / 1e9
@@ -192,13 +196,6 @@ class DeviceClock:
         self.points += len(xs)
         self._last_x, self._last_host = xs[-1], host_ns
         return [ref_host + round((self._icpt + self.slope * x) * 1e9) for x in xs]
-
-    def _expected_steps(self, host: np.ndarray) -> np.ndarray | None:
-        """Device ticks expected between observations from the host time between them."""
-        if self._last_host is None:
-            return None
-        prev = np.concatenate(([self._last_host], host[:-1]))
-        return (host - prev) / self.slope / self.tick_ns
 
     def _pre_fit(self, x: np.ndarray, y: np.ndarray, estimate_slope: bool) -> None:
         """Until the envelope fit exists: keep the points (the offset puts the line under
