@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import serial
 
 from sensorbench.drivers import a1_protocol
+from sensorbench.drivers.a1_protocol import TYPICAL
 from sensorbench.drivers.serial_port import read_for
 from sensorbench.logs.toml_schema import S, Table
 
@@ -21,11 +22,6 @@ if TYPE_CHECKING:
 STOP_SETTLE_S = 0.02  # the A1 needs >= 1 ms after STOP before the next request
 
 
-DEFAULT_SCAN_MODE = a1_protocol.TYPICAL
-"""An A1's scan mode unless robot.toml says otherwise: the one the unit calls typical
-(GET_LIDAR_CONF, as the vendor SDK's default); Standard on firmware without it."""
-
-
 def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     """``serial``: the 16-byte GET_INFO serial as 32 hex digits, or absent (any unit);
     ``scan_mode``: ``typical`` (default) or a scan mode's name as the unit reports it
@@ -33,7 +29,7 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
     out = Table({
         "serial": S(None, test=re.compile(r"[0-9A-Fa-f]{32}").fullmatch,
             what="32 hex digits (the 16-byte serial GET_INFO reports)"),
-        "scan_mode": S(DEFAULT_SCAN_MODE, test=re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}").fullmatch,
+        "scan_mode": S(TYPICAL, test=re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}").fullmatch,
             what="'typical' or a scan mode's name as the unit reports it ('Standard', "
             "'Express', ...; the bring-up lists the unit's)"),
     }).pick(table, path)  # fmt: skip
@@ -42,7 +38,7 @@ def parse_options(v: Any, table: dict, path: tuple, what: str) -> dict:
 
 def scan_mode(dev: DeviceConfig | None) -> str:
     """The configured scan mode of an A1 (the default without a configuration)."""
-    mode = DEFAULT_SCAN_MODE if dev is None else dev.options.get("scan_mode", DEFAULT_SCAN_MODE)
+    mode = TYPICAL if dev is None else dev.options.get("scan_mode", TYPICAL)
     return str(mode)
 
 
@@ -78,7 +74,6 @@ def probe(
     kind: DeviceKind, port: serial.Serial, _listen_s: float, timeout_s: float
 ) -> tuple[str, dict] | None:
     """STOP, then GET_INFO; the answer's descriptor and 20 bytes identify an A1."""
-    port.baudrate = kind.baud
     port.write(bytes([a1_protocol.SYNC, a1_protocol.CMD_STOP]))
     port.flush()
     time.sleep(STOP_SETTLE_S)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +52,7 @@ class A1Lidar:
         self.record_raw = False
         self._received = bytearray()
         self.stale_bytes_discarded = 0
+        self.last_read = 0  # bytes the last read() waited for (a scan's nodes)
         self.scanning = False  # a scan started and not stopped since
         self.express_mode: int | None = None  # the last scan's express mode id (None: standard)
         self._serial: ModemSerial | None = None
@@ -79,6 +79,13 @@ class A1Lidar:
                 ser.close()
             except (serial.SerialException, OSError) as err:
                 log.debug("closing %s: %s", self.port, err)
+
+    def close(self) -> None:
+        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
+        if self._serial is not None:
+            with contextlib.suppress(DriverError, serial.SerialException, OSError, TypeError):
+                self.stop()
+        self.disconnect()
 
     @property
     def connected(self) -> bool:
@@ -113,23 +120,30 @@ class A1Lidar:
     def _write(self, request: bytes, what: str) -> None:
         self._io(lambda s: s.write(request), f"sending {what}")
 
-    def in_waiting(self) -> int:
+    def waiting(self) -> int:
         """Bytes received and not yet read."""
         return int(self._io(lambda s: s.in_waiting, "polling the input buffer"))
 
     def read_available(self, max_wait_s: float) -> bytes:
         """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte."""
-        n = self.in_waiting()
+        n = self.waiting()
         if n:
             return self._read_now(n)
         deadline = time.monotonic() + max_wait_s
         while True:
             data = self._read_now(1)
             if data:
-                more = self.in_waiting()
+                more = self.waiting()
                 return data + self._read_now(more) if more else data
             if time.monotonic() >= deadline:
                 return b""
+
+    def read(self, max_wait_s: float) -> bytes:
+        """The link's read (:class:`~sensorbench.drivers.serial_link.Port`): every byte read
+        since the last call, the requests' answers first, waiting up to ``max_wait_s`` (s)
+        for a new one; :attr:`last_read` counts the new ones."""
+        self.last_read = len(self.read_available(max_wait_s))
+        return self.take_received()
 
     def _read_now(self, n: int) -> bytes:
         """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
@@ -172,7 +186,7 @@ class A1Lidar:
             DeviceProtocolError: not the expected descriptor, twice.
         """
         for attempt in (1, 2):
-            if self.in_waiting():  # a scan left running, a boot banner: stop, discard
+            if self.waiting():  # a scan left running, a boot banner: stop, discard
                 discarded = self.stop(0.05)
                 self.stale_bytes_discarded += discarded
                 log.info("%s: discarded %d stale bytes before a request", self.port, discarded)
@@ -380,7 +394,6 @@ def _cmd(cmd: int) -> bytes:
     return bytes([proto.SYNC, cmd])
 
 
-RECONNECT_BACKOFF_S = 0.05  # first wait between reopens (s; doubled up to 1 s)
 RECONNECT_PROBE_S = 0.25  # deadline of the first request after a reopen (s)
 PREAMBLE_MAX_BYTES = 1 << 20
 """Bytes kept from before a session (about 90 s of express scan) for its raw stream."""
@@ -393,8 +406,8 @@ class A1Scanner(DeviceProtocol):
 
     Args (times in s): ``read_timeout_s`` each request/answer; ``stale_after_s`` and
     ``restart_after_s`` silence while scanning before a ``stale`` event and before stop,
-    clear, reconnect, restart; reopens back off from :data:`RECONNECT_BACKOFF_S` (doubled
-    up to 1 s), the first request after one waits :data:`RECONNECT_PROBE_S` (a unit still
+    clear, reconnect, restart; reopens back off as every link's (:class:`LinkConfig`),
+    the first request after one waits :data:`RECONNECT_PROBE_S` (a unit still
     booting is retried). ``scan_mode``: ``typical`` or a mode's name, any case
     (docs/A1.md, Scan modes); :attr:`mode` is the mode that runs.
     """
@@ -423,18 +436,14 @@ class A1Scanner(DeviceProtocol):
         self.turns_total = 0
         self.points_total = 0
         self.crc_turns = 0
-        self._node_bytes = 0  # the node bytes at the end of the chunk being consumed
         self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
         self._skipped_reported = 0
         self._preamble: list[tuple[int, bytes]] = []
         self._preamble_bytes = 0
         self._skip_reported_ns = 0
         self._scanning = False
-        self._count_lock = threading.Lock()
-        self._port = _LidarPort(self)
         config = LinkConfig(read_timeout_s=POLL_S, first_valid_timeout_s=5.0,
-            stale_after_s=stale_after_s, backoff_s=RECONNECT_BACKOFF_S, backoff_max_s=1.0,
-            restart_after_s=restart_after_s)
+            stale_after_s=stale_after_s, restart_after_s=restart_after_s)
         SerialLink("a1", port, self, config=config, on_event=on_event)
 
     # -- the synchronous API (bring-up, tests) ---------------------------------------
@@ -478,7 +487,7 @@ class A1Scanner(DeviceProtocol):
         if self.lidar is None or not self.link.connected:
             raise DriverError(f"A1 {self.link.port}: open() before start()")
         self._start_scan()
-        self.link.attach(self._port)
+        self.link.attach(self.lidar)
 
     def poll(self, max_wait_s: float = 0.05) -> tuple[int, bytes, LidarTurns]:
         """One step of the link (up to ``max_wait_s`` s): ``(t_ns, raw_chunk, turns)``.
@@ -504,19 +513,18 @@ class A1Scanner(DeviceProtocol):
         if self.lidar is None:
             return
         self.link.close()
-        self._release()
+        self.lidar.close()
         self._scanning = False
 
     # -- protocol hooks ---------------------------------------------------------------
 
-    def open_port(self, reopen: bool) -> _LidarPort:
+    def open_port(self, reopen: bool) -> A1Lidar:
         """Open the port through :class:`A1Lidar`, identify the unit, check its health and
         start the scan; after a reopen with a short deadline, the next turn flagged
         ``AFTER_RECONNECT``."""
-        port = self._connect()
+        lidar = self._connect()
         try:
             if reopen:
-                lidar = self._lidar()
                 lidar.read_timeout_s = min(self.request_timeout_s, RECONNECT_PROBE_S)
                 try:
                     self.info = lidar.get_info()
@@ -527,11 +535,11 @@ class A1Scanner(DeviceProtocol):
                 self._identify(check_health=True)
             self._start_scan()
         except BaseException:
-            self._release()
+            lidar.close()
             raise
         if reopen:
             self.assembler.mark(TurnFlag.AFTER_RECONNECT)
-        return port
+        return lidar
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Decode the scan bytes at the end of ``data`` into turns; returns the complete
@@ -539,7 +547,8 @@ class A1Scanner(DeviceProtocol):
         if self.link.writer is None and self._preamble_bytes < PREAMBLE_MAX_BYTES:
             self._preamble.append((t_ns, data))  # read before a session: kept for it
             self._preamble_bytes += len(data)
-        n, self._node_bytes = self._node_bytes, 0
+        lidar = self._lidar()
+        n, lidar.last_read = lidar.last_read, 0
         asm = self.assembler
         done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
         unreported = asm.bytes_skipped - self._skipped_reported
@@ -639,48 +648,34 @@ class A1Scanner(DeviceProtocol):
             raise DriverError(f"A1 {self.link.port}: open() first")
         return self.lidar
 
-    def _connect(self) -> _LidarPort:
-        """Open the port through the lidar (creating it on the first open)."""
+    def _connect(self) -> A1Lidar:
+        """Open the port through the lidar (creating it on the first open); the link reads
+        through it."""
         if self.lidar is None:
-            lidar = A1Lidar(self.link.port, self.request_timeout_s, on_event=self.link.event)
-            lidar.record_raw = True
-            self.lidar = lidar
+            self.lidar = A1Lidar(self.link.port, self.request_timeout_s, on_event=self.link.event)
+            self.lidar.record_raw = True
         else:
             self.lidar.connect()
-        return self._port
-
-    def _release(self) -> None:
-        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
-        lidar = self.lidar
-        if lidar is None:
-            return
-        if lidar.connected:
-            with contextlib.suppress(DriverError, serial.SerialException, OSError, TypeError):
-                lidar.stop()
-        lidar.disconnect()
+        return self.lidar
 
     def _identify(self, check_health: bool) -> A1Info:
         """STOP and drain what a previous host left scanning (no byte says so while the
-        head stands), then GET_INFO, the sample duration and (optionally) health."""
-        self._lidar().stop()
-        info = self._lidar().get_info()
-        self.info = info
-        self._read_sample_rate(info)
+        head stands), then GET_INFO, the sample durations where the firmware has them
+        (device-side turn timing, asked once) and (optionally) health."""
+        lidar = self._lidar()
+        lidar.stop()
+        self.info = info = lidar.get_info()
+        if self.sample_rate is None and info.firmware >= proto.SAMPLERATE_MIN_FIRMWARE:
+            try:
+                self.sample_rate = lidar.get_sample_rate()
+            except DeviceUnplugged:
+                raise
+            except DriverError as err:
+                self.link.event(time.monotonic_ns(), "note",
+                    f"no sample duration ({err}); turn times from the host clock")
         if check_health:
             self.check_health()
         return info
-
-    def _read_sample_rate(self, info: A1Info) -> None:
-        """Ask the sample durations (device-side turn timing) where the firmware has them."""
-        if self.sample_rate is not None or info.firmware < proto.SAMPLERATE_MIN_FIRMWARE:
-            return
-        try:
-            self.sample_rate = self._lidar().get_sample_rate()
-        except DeviceUnplugged:
-            raise
-        except DriverError as err:
-            self.link.event(time.monotonic_ns(), "note",
-                f"no sample duration ({err}); turn times from the host clock")
 
     def _start_scan(self) -> None:
         """The scan from a clean state (no tail, no turn, no clock anchor) in the mode
@@ -749,34 +744,10 @@ class A1Scanner(DeviceProtocol):
             writer.append_turns(self.link.name, turns)
         if self._out is not None:
             self._out.append(turns)
-        with self._count_lock:
-            self.turns_total += turns.n_turns
-            self.points_total += turns.n_points
+        self.turns_total += turns.n_turns
+        self.points_total += turns.n_points
         self.crc_turns += int(((turns.flags & TurnFlag.CRC_ERRORS) > 0).sum())
         return int(((turns.flags & TurnFlag.PACKET_LOSS) == 0).sum())
-
-
-class _LidarPort:
-    """The link's port of an A1: through the lidar's current serial port."""
-
-    def __init__(self, scanner: A1Scanner) -> None:
-        self._scanner = scanner
-
-    def read(self, max_wait_s: float) -> bytes:
-        """What arrived (waiting up to ``max_wait_s`` s for the first byte), preceded by
-        the answers the requests read since the last read."""
-        lidar = self._scanner._lidar()
-        nodes = lidar.read_available(max_wait_s)
-        self._scanner._node_bytes = len(nodes)
-        return lidar.take_received()
-
-    def waiting(self) -> int:
-        """Bytes waiting in the lidar's current port."""
-        return self._scanner._lidar().in_waiting()
-
-    def close(self) -> None:
-        """Stop the scan (best effort) and release the port (the motor spins from then on)."""
-        self._scanner._release()
 
 
 READER_POLL_S = 0.05

@@ -274,8 +274,7 @@ def _read_input(raw: Path, stream: str | None) -> tuple[bytes, Any, str, np.ndar
         chunks = list(s.raw(stream).iter_chunks())
         live = s.lidar(stream).read().t_first_ns if stream in s.lidar_names() else None
     data = b"".join(c for _, c in chunks)
-    sizes = np.array([len(c) for _, c in chunks], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    offsets = np.cumsum([0] + [len(c) for _, c in chunks[:-1]], dtype=np.int64)
     times = np.array([t for t, _ in chunks], dtype=np.int64)
     return data, (offsets, times), f"raw stream {stream!r} of session {raw.name}", live
 

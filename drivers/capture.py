@@ -55,7 +55,6 @@ class _TappedWriter(SessionWriter):
     def __init__(self, consumer: CaptureConsumer, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.consumer: CaptureConsumer | None = consumer
-        self.consumer_error: str | None = None
 
     def _tap(self, kind: str, name: str, payload: Any) -> None:
         consumer = self.consumer
@@ -65,8 +64,8 @@ class _TappedWriter(SessionWriter):
             consumer.consume(kind, name, payload)
         except Exception as exc:  # a consumer bug never stops a reader
             self.consumer = None
-            self.consumer_error = f"{type(consumer).__name__} failed and was dropped: {exc!r}"
-            super().event(time.monotonic_ns(), "capture", "error", self.consumer_error)
+            message = f"{type(consumer).__name__} failed and was dropped: {exc!r}"
+            super().event(time.monotonic_ns(), "capture", "error", message)
 
     def append_turns(self, name: str, turns: LidarTurns) -> None:
         """Queue turns, then hand them to the consumer."""
@@ -87,12 +86,6 @@ class _TappedWriter(SessionWriter):
         """Queue an event, then hand it to the consumer."""
         super().event(t_ns, source, kind, message)
         self._tap("event", source, (int(t_ns), str(kind), str(message)))
-
-
-STREAM_READ_S = 0.05
-"""Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
-wake-ups a second per device, a third of the CPU of 20 ms reads; packet times come
-from the device clocks, not from the read boundaries."""
 
 
 @dataclass(frozen=True)
@@ -165,29 +158,24 @@ class CaptureResult:
 
 
 def make_reader(dev: DeviceConfig, speed: float = 1.0, handle: Any = None,
-        pods: PodGeometry | None = None, read_s: float = STREAM_READ_S) -> DeviceReader:
+        pods: PodGeometry | None = None) -> DeviceReader:
     """The reader for one configured device (not started), from its registered kind;
-    the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s
-    (``read_s``: its ``read_timeout_s``, s)."""
+    the arguments are :class:`~sensorbench.drivers.device_kind.ReaderContext`'s."""
     attrs: dict[str, Any] = {"port_path": dev.port, "config_line": dev.line}
     if dev.mount is not None:
         attrs["mount_xy_yaw"] = dev.mount.as_list()
         attrs["mount_units"] = "m, m, rad (CCW, body frame: x forward, y left)"
-    kind = get_kind(dev.kind)
-    ctx = ReaderContext(attrs, speed, handle, pods, read_s)
-    return kind.reader(dev, ctx)
+    return get_kind(dev.kind).reader(dev, ReaderContext(attrs, speed, handle, pods))
 
 
-def bring_up(
-    config: RobotConfig, keep: bool = False, retries: int = 1
-) -> tuple[list[BringupResult], dict[str, Any]]:
-    """Staggered power-up of every configured device, ``retries`` extra attempts each;
+def bring_up(config: RobotConfig, keep: bool) -> tuple[list[BringupResult], dict[str, Any]]:
+    """Staggered power-up of every configured device, one retry each;
     returns one result per device in power-up order and, with ``keep``, the handles of
     the ready devices whose kind keeps them (the A1 scanners, spinning) by name."""
     specs = [DeviceSpec(dev.name, kind=dev.kind, port=dev.port, delay_after_s=dev.gap_s,
         ready_timeout_s=dev.timeout_s, options={"config": dev}, power=dev.power)
         for dev in config.ordered_devices()]  # fmt: skip
-    seq = PowerUpSequencer(specs, retries=retries)  # its run compiles the kernels first
+    seq = PowerUpSequencer(specs, retries=1)  # its run compiles the kernels first
     rows = seq.run(keep=keep)
     handles = dict(seq.handles) if keep else {}
     results = []
@@ -252,10 +240,9 @@ def run_bringup(config: RobotConfig) -> list[BringupResult]:
 class CaptureOptions:
     """How :func:`run_capture` records: ``label`` and ``note`` (root attributes), the
     devices' emulation ``speed`` (1.0 for hardware), whether to record with the devices
-    that came up when some did not (``allow_missing``), the status and flush periods and
-    ``stream_read_s`` (:data:`STREAM_READ_S`), s. ``min_free_bytes``:
-    stop cleanly when the file system has less free space than this or than 4 s of the
-    file's growth, so the file is closed intact before the disk is full.
+    that came up when some did not (``allow_missing``), the status and flush periods (s).
+    ``min_free_bytes``: stop cleanly when the file system has less free space than this
+    or than 4 s of the file's growth, so the file is closed intact before the disk is full.
     """
 
     label: str = ""
@@ -265,7 +252,6 @@ class CaptureOptions:
     status_interval_s: float = 0.5
     flush_interval_s: float = 0.5
     min_free_bytes: int = 32 * 2**20
-    stream_read_s: float = STREAM_READ_S
 
 
 def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s: float,
@@ -297,7 +283,7 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
     writer = make(output, label=opts.label, config_text=config.text,
         flush_interval_s=opts.flush_interval_s, attrs=attrs)
     readers = {
-        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods, opts.stream_read_s)
+        d.name: make_reader(d, opts.speed, handles.get(d.name), config.pods)
         for d in config.devices
         if d.name in up}
     readers.update({r.name: r for r in extra_readers})
@@ -395,10 +381,9 @@ class _DiskGuard:
     """Watches the output's file system: too little room left for the next seconds? (HDF5
     does not fail cleanly on ENOSPC: docs/CAPTURE.md, What capture does.)"""
 
-    def __init__(self, path: Path, min_free_bytes: int, interval_s: float) -> None:
+    def __init__(self, path: Path, min_free_bytes: int) -> None:
         self.path = path
         self.min_free_bytes = int(min_free_bytes)
-        self.interval_s = interval_s
         self._last_size = 0
         self._last_t = time.monotonic()
 
@@ -425,7 +410,7 @@ def _record(writer: SessionWriter, readers: list[DeviceReader], t0: float, durat
         opts: CaptureOptions) -> tuple[str, str | None]:
     """The status loop; returns (stopped_by, error). A reader connected again gets a
     ``note`` event stating its data gap (:func:`_gap_text`)."""
-    guard = _DiskGuard(writer.path, opts.min_free_bytes, opts.status_interval_s)
+    guard = _DiskGuard(writer.path, opts.min_free_bytes)
     connected = {r.name: r.status().connected for r in readers}  # also starts the rates
     while True:
         elapsed = time.monotonic() - t0

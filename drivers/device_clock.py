@@ -139,7 +139,8 @@ class DeviceClock:
             maxlen=self.max_windows)
         self._open_id: int | None = None
         self._open_pt: tuple[float, float] | None = None
-        self._slope = 1.0 if self.nominal_slope is None else self.nominal_slope
+        # host s per device s of the current mapping (the nominal one until it is fitted)
+        self.slope = 1.0 if self.nominal_slope is None else self.nominal_slope
         self._icpt = 0.0
         self._resid_var = np.inf
         self._xbar = 0.0
@@ -161,7 +162,11 @@ class DeviceClock:
             raise DriverError("host_ns and raw_ticks must have the same shape")
         if host.size == 0:
             return raw.copy()
-        dev = self.unwrapper.unwrap(raw, self._expected_steps(host)) * self.tick_ns
+        expected = None  # device ticks between observations, judged from the host clock
+        if self._last_host is not None:
+            prev = np.concatenate(([self._last_host], host[:-1]))
+            expected = (host - prev) / self.slope / self.tick_ns
+        dev = self.unwrapper.unwrap(raw, expected) * self.tick_ns
         if self._ref is None:
             self._ref = (int(dev[0]), int(host[0]))
         x = (dev - self._ref[0]) / 1e9
@@ -190,14 +195,7 @@ class DeviceClock:
         self.unwrapper.take_last(raw_ticks[-1])
         self.points += len(xs)
         self._last_x, self._last_host = xs[-1], host_ns
-        return [ref_host + round((self._icpt + self._slope * x) * 1e9) for x in xs]
-
-    def _expected_steps(self, host: np.ndarray) -> np.ndarray | None:
-        """Device ticks expected between observations from the host time between them."""
-        if self._last_host is None:
-            return None
-        prev = np.concatenate(([self._last_host], host[:-1]))
-        return (host - prev) / self._slope / self.tick_ns
+        return [ref_host + round((self._icpt + self.slope * x) * 1e9) for x in xs]
 
     def _pre_fit(self, x: np.ndarray, y: np.ndarray, estimate_slope: bool) -> None:
         """Until the envelope fit exists: keep the points (the offset puts the line under
@@ -213,18 +211,18 @@ class DeviceClock:
         if xs.size >= 3 and xs.max() - xs.min() >= _PRE_FIT_SPAN_S:
             slope = float(np.polyfit(xs, ys, 1)[0])
             if slope > 0:
-                self._slope = slope
+                self.slope = slope
 
     def _add_to_windows(self, x: np.ndarray, y: np.ndarray) -> None:
         wid = np.floor(x / self.window_s).astype(np.int64)
         bounds = np.flatnonzero(np.diff(wid)) + 1
         if bounds.size == 0:  # one window, as most reads: no split, no index arrays
-            j = int(np.argmin(y - self._slope * x))
+            j = int(np.argmin(y - self.slope * x))
             self._add_min(int(wid[0]), (float(x[j]), float(y[j])))
             return
         for part in np.split(np.arange(x.size), bounds):
             w = int(wid[part[0]])
-            lag = y[part] - self._slope * x[part]
+            lag = y[part] - self.slope * x[part]
             j = part[int(np.argmin(lag))]
             self._add_min(w, (float(x[j]), float(y[j])))
 
@@ -235,8 +233,8 @@ class DeviceClock:
                 self._windows.append(self._open_pt)
                 self._fit()
             self._open_id, self._open_pt = w, pt
-        elif self._open_pt is None or pt[1] - self._slope * pt[0] < (
-            self._open_pt[1] - self._slope * self._open_pt[0]):
+        elif self._open_pt is None or pt[1] - self.slope * pt[0] < (
+            self._open_pt[1] - self.slope * self._open_pt[0]):
             self._open_pt = pt
 
     def _fit(self) -> None:
@@ -260,18 +258,13 @@ class DeviceClock:
                 icpt = float(np.min(ys - slope * xs))
         if slope <= 0:
             return
-        self._slope = slope
+        self.slope = slope
         self._icpt = icpt
         self._xbar, self._sxx = float(xbar), sxx
         resid = ys - (self._icpt + slope * xs)
         self._resid_var = float(np.sum(resid**2) / (n - 2)) if n > 2 else np.inf
 
     # -- mapping ---------------------------------------------------------------------
-
-    @property
-    def slope(self) -> float:
-        """Host s per device s of the current mapping (the nominal one until it is fitted)."""
-        return self._slope
 
     @property
     def fitted(self) -> bool:
@@ -281,9 +274,9 @@ class DeviceClock:
     def _line(self) -> tuple[float, float]:
         """(intercept, slope) of host-s vs device-s relative to the reference point."""
         if self.fitted:
-            return self._icpt, self._slope
-        lag = self._pre_y - self._slope * self._pre_x
-        return (float(lag.min()) if lag.size else 0.0), self._slope
+            return self._icpt, self.slope
+        lag = self._pre_y - self.slope * self._pre_x
+        return (float(lag.min()) if lag.size else 0.0), self.slope
 
     def to_host(self, device_ns: np.ndarray | int) -> np.ndarray:
         """Host times (ns, int64) of unwrapped device times ``device_ns`` (ns)."""
@@ -302,7 +295,7 @@ class DeviceClock:
         else:
             x = (np.asarray(device_ns, dtype=np.int64) - self._ref[0]) / 1e9
         if not self.fitted or not np.isfinite(self._resid_var):
-            lag = self._pre_y - self._slope * self._pre_x
+            lag = self._pre_y - self.slope * self._pre_x
             spread = float(lag.max() - lag.min()) if lag.size > 1 else np.inf
             out = np.full(np.shape(x), spread * 1e9)
         else:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 MIN_VALID = 3
 """Valid items the default probe needs to name a kind."""
+STREAM_READ_S = 0.05
+"""Longest wait of one read of a streaming device (LD19, pods) (s): at most 20
+wake-ups a second per device, a third of the CPU of 20 ms reads; packet times come
+from the device clocks, not from the read boundaries."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +39,12 @@ class ReaderContext:
         handle: the device handle the bring-up left open for the reader to take over
             (an A1 scanner), or None.
         pods: the nominal pod geometry of the configuration, or None.
-        read_timeout_s: longest single read wait of a streaming reader (s).
     """
 
     attrs: dict[str, Any]
     speed: float = 1.0
     handle: Any = None
     pods: PodGeometry | None = None
-    read_timeout_s: float = 0.05
 
 
 ProbeFn = Callable[["DeviceKind", "serial.Serial", float, float], "tuple[str, dict] | None"]
@@ -71,7 +73,8 @@ class DeviceKind:
         make_steps: ``(kind, spec) -> DeviceSteps`` for the power-up sequencer, or
             None for the default (:meth:`steps`).
         probe: ``(kind, port, listen_s, request_timeout_s) -> (detail, info) | None``,
-            or None for the default (:meth:`run_probe`).
+            or None for the default (:meth:`run_probe`, which sets the baud and clears
+            the input first).
         option_keys: extra robot.toml keys this kind accepts.
         parse_options: ``(validator, table, path, what) -> dict`` of validated
             :class:`~sensorbench.drivers.robot_config.DeviceConfig` fields from the
@@ -116,7 +119,7 @@ class DeviceKind:
         from sensorbench.drivers.serial_link import LinkConfig, SerialLink
         from sensorbench.drivers.serial_reader import SerialReader
 
-        config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=ctx.read_timeout_s)
+        config = LinkConfig(first_valid_timeout_s=dev.timeout_s, read_timeout_s=STREAM_READ_S)
         protocol = self._protocol(dev, ctx)
         return SerialReader(
             SerialLink(dev.name, dev.port, protocol, baud=dev.baud, kind=self.name, config=config))
@@ -135,19 +138,18 @@ class DeviceKind:
     def run_probe(
         self, port: serial.Serial, listen_s: float, timeout_s: float
     ) -> tuple[str, dict] | None:
-        """``(detail, info)`` when the kind's device answers on the open ``port``, else
-        None; by default listen ``listen_s`` (s) at the kind's baud and count valid
-        items (at least :data:`MIN_VALID`)."""
+        """``(detail, info)`` when the kind's device answers on the open ``port`` (set to
+        the kind's baud, input cleared), else None; by default listen ``listen_s`` (s) and
+        count valid items (at least :data:`MIN_VALID`)."""
+        port.baudrate = self.baud
+        port.reset_input_buffer()
         if self.probe is not None:
             return self.probe(self, port, listen_s, timeout_s)
         from sensorbench.drivers.robot_config import DeviceConfig
         from sensorbench.drivers.serial_port import read_for
 
         dev = DeviceConfig(self.name, self.name, port.port or "", self.baud, None, 0.0, listen_s)
-        count = self.valid_counter(dev)
-        port.baudrate = self.baud
-        port.reset_input_buffer()
-        n = count(read_for(port, listen_s))
+        n = self.valid_counter(dev)(read_for(port, listen_s))
         if n < MIN_VALID:
             return None
         item = self._protocol(dev, ReaderContext({})).valid_item

@@ -99,8 +99,7 @@ class DeviceProtocol:
                 reopen the attempt counts as failed and is retried).
         """
         link = self.link
-        ser = open_serial(link.port, link.baud, timeout_s=link.config.read_timeout_s,
-            exclusive=link.config.exclusive)
+        ser = open_serial(link.port, link.baud, timeout_s=link.config.read_timeout_s)
         return SerialPort(ser, link.port)
 
     def restart(self) -> None:

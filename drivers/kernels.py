@@ -5,7 +5,6 @@ any device starts: a compile on a first read would stall every other reader.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
@@ -24,23 +23,19 @@ _A1_NODES = b"".join(
     bytes([0x3D if i % 8 == 0 else 0x3E, 0x01 | ((i * 8) & 0x7F) << 1, (i * 8) >> 7, 0xA0, 0x0F])
     for i in range(17))
 _lock = threading.Lock()
-_done_s: float | None = None
+_done = False
 
 
-def warm_up() -> float:
-    """Run every reader kernel once; returns the seconds the first call took (0 later).
-
-    Idempotent and thread-safe: the compile (or cache load) happens once per process.
-    """
-    global _done_s
+def warm_up() -> None:
+    """Run every reader kernel once. Idempotent and thread-safe: the compile (or cache
+    load) happens once per process."""
+    global _done
     with _lock:
-        if _done_s is not None:
-            return 0.0
-        t0 = time.perf_counter()
+        if _done:
+            return
         LD19Parser().feed(_LD19_PACKET * 3, host_ns=0)
         A1Turns(sample_us=500).feed(0, _A1_NODES)
         capsule = bytes([0xA0, 0x50]) + bytes(a1_protocol.CAPSULE_LEN - 2)  # checksum 0
         A1Turns("express", sample_us=250).feed(0, capsule * 3)
         CounterUnwrapper(30000).unwrap(np.zeros(1, np.int64))  # the LD19's
-        _done_s = time.perf_counter() - t0
-        return _done_s
+        _done = True

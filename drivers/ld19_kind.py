@@ -48,8 +48,6 @@ def probe(
     """
     from sensorbench.drivers.device_kinds import all_kinds
 
-    port.baudrate = kind.baud
-    port.reset_input_buffer()
     info = check_packets(read_for(port, listen_s))
     if info is None:
         return None

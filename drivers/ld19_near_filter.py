@@ -4,6 +4,8 @@ numpy (source and rules: docs/LD19.md, Near filter).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sensorbench.logs import LidarTurns
@@ -76,5 +78,4 @@ def near_filter_turns(turns: LidarTurns) -> LidarTurns:
         bad = near_filter_mask(turns.angle[sl], turns.range[sl], turns.intensity[sl],
             float(turns.speed_hz[i]))
         rng[sl][bad & np.isfinite(rng[sl])] = np.nan
-    return LidarTurns(turns.t_first_ns, turns.device_ns, turns.speed_hz, turns.count, turns.flags,
-        turns.angle, rng, turns.intensity, turns.t_ns)
+    return dataclasses.replace(turns, range=rng)

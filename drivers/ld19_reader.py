@@ -53,7 +53,11 @@ class LD19Protocol(DeviceProtocol):
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse a chunk, store complete turns; return packets decoded."""
-        self._count_candidates(data)
+        # ``54 2C`` header pairs, for the diagnosis only (one may span two chunks)
+        self.candidates_seen += data.count(bytes((HEADER, VER_LEN)))
+        if self._tail_byte == HEADER and data[:1] == bytes((VER_LEN,)):
+            self.candidates_seen += 1
+        self._tail_byte = data[-1] if data else self._tail_byte
         packets = self.parser.feed(data, t_ns)
         if len(packets) == 0:
             return 0
@@ -123,12 +127,3 @@ class LD19Protocol(DeviceProtocol):
             f"speed_failures={c.speed_failures} "
             f"packets_rejected={self.assembler.packets_rejected}; "
             f"ranges_beyond_limit={self.assembler.ranges_beyond_limit} (stored as nan)")
-
-    # -- helpers -----------------------------------------------------------------------
-
-    def _count_candidates(self, data: bytes) -> None:
-        """Count ``54 2C`` pairs in the byte stream (for the diagnosis only)."""
-        self.candidates_seen += data.count(bytes((HEADER, VER_LEN)))
-        if self._tail_byte == HEADER and data[:1] == bytes((VER_LEN,)):
-            self.candidates_seen += 1
-        self._tail_byte = data[-1] if data else self._tail_byte

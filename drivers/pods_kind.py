@@ -76,8 +76,6 @@ def probe(
     kind: DeviceKind, port: serial.Serial, listen_s: float, _timeout_s: float
 ) -> tuple[str, dict] | None:
     """Listen at the kind's baud for valid frames or CSV lines (the MCU streams by itself)."""
-    port.baudrate = kind.baud
-    port.reset_input_buffer()
     info = check_frames(read_for(port, listen_s))
     if info is None:
         return None

@@ -41,13 +41,6 @@ def crc16_rows(rows: np.ndarray) -> np.ndarray:
         dtype=np.uint16, count=k)
 
 
-def payload_length(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
-    """Value of the ``len`` byte: bytes from ``flags`` to the last payload byte (the error
-    block: N quadrature-error counts and the overruns, u16 each)."""
-    errors_len = 2 * n_pods + 2 if errors else 0
-    return 1 + 2 + 4 + n_pods * (counter_bits // 8) + (8 if imu else 0) + errors_len
-
-
 def make_flags(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) -> int:
     """The ``flags`` byte for a layout."""
     return (
@@ -59,7 +52,9 @@ def make_flags(n_pods: int, counter_bits: int, imu: bool, errors: bool = False) 
 
 
 def payload_length_from_flags(flags: np.ndarray) -> np.ndarray:
-    """The payload length each ``flags`` value implies (vectorised); 0 if N is 0."""
+    """The ``len`` byte each ``flags`` value implies: bytes from ``flags`` to the last
+    payload byte (the error block: N quadrature-error counts and the overruns, u16 each);
+    0 if N is 0."""
     flags = np.asarray(flags, dtype=np.int64)
     n = flags >> N_PODS_SHIFT
     width = np.where(flags & FLAG_COUNTS32, 4, 2)

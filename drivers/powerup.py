@@ -24,6 +24,7 @@ from sensorbench.drivers.serial_port import open_serial
 from sensorbench.errors import ConfigError, DriverError
 from sensorbench.logs import TurnFlag
 
+A1_READY_POINTS = 100  # points of the first complete valid turn that makes an A1 ready
 StepsFactory = Callable[["DeviceSpec"], "DeviceSteps"]
 log = logging.getLogger("sensorbench.powerup")
 
@@ -34,7 +35,7 @@ class DeviceSpec:
     after it is ready before the next starts, for the first complete valid turn after the
     start, for each request/answer while opening. ``options``: kind-specific extras
     (``config``: the device's configuration, which a streaming kind's steps need;
-    ``min_points`` and ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
+    ``scan_mode`` for an A1). ``steps``: a steps factory instead of the
     registered kind's (a device outside the registry, e.g. in a test).
     """
 
@@ -106,12 +107,10 @@ class DeviceSteps:
 
 
 class A1Steps(DeviceSteps):
-    """Bring-up of an RPLIDAR A1 (options: ``min_points``, default 100 per valid turn;
-    ``scan_mode``, default the configuration's, ``typical`` without one)."""
+    """Bring-up of an RPLIDAR A1 (option ``scan_mode``: default the configuration's,
+    ``typical`` without one); ready at a valid turn of :data:`A1_READY_POINTS` points."""
 
     def __init__(self, spec: DeviceSpec) -> None:
-        self.spec = spec
-        self.min_points = int(spec.options.get("min_points", 100))
         mode = spec.options.get("scan_mode") or a1_kind.scan_mode(spec.options.get("config"))
         self.handle = A1Scanner(spec.port, read_timeout_s=spec.read_timeout_s, scan_mode=mode)
 
@@ -128,12 +127,12 @@ class A1Steps(DeviceSteps):
         self.handle.start()
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Poll until a complete turn without error flags and with ``min_points`` points."""
+        """Poll until a complete turn without error flags and with enough points."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             _, _, turns = self.handle.poll(min(0.05, max(0.0, deadline - time.monotonic())))
             good = (turns.flags & (TurnFlag.PACKET_LOSS | TurnFlag.CRC_ERRORS)) == 0
-            if (good & (turns.count >= self.min_points)).any():
+            if (good & (turns.count >= A1_READY_POINTS)).any():
                 return
         sc = self.handle
         state = ""
@@ -211,15 +210,6 @@ class StreamSteps(DeviceSteps):
         if handle is not None:
             with contextlib.suppress(serial.SerialException, OSError):
                 handle.close()
-
-
-def _still_present(switched: list[tuple[DeviceSpec, PortPower]]
-) -> list[tuple[DeviceSpec, PortPower]]:
-    """The devices switched off whose tty is still there after their ``settle_s``."""
-    if switched:
-        settle_s = max(power.settle_s for _, power in switched)
-        _poll_until(lambda: not any(os.path.exists(s.port) for s, _ in switched), settle_s)
-    return [(s, p) for s, p in switched if os.path.exists(s.port)]
 
 
 def _poll_until(done: Callable[[], bool], timeout_s: float) -> bool:
@@ -309,7 +299,10 @@ class PowerUpSequencer:
                     self._no_port_power(spec, f"switching it off failed: {err}")
                 else:
                     switched.append((spec, spec.power))
-        for spec, power in _still_present(switched):
+        if switched:  # wait up to the longest settle_s for their ttys to go
+            _poll_until(lambda: not any(os.path.exists(s.port) for s, _ in switched),
+                max(power.settle_s for _, power in switched))
+        for spec, power in [(s, p) for s, p in switched if os.path.exists(s.port)]:
             self._no_port_power(spec,
                 f"{spec.port} was still there {power.settle_s:.1f} s after switching it off: "
                 "the hub keeps the port powered (no per-port switching, or ganged)")
@@ -317,15 +310,7 @@ class PowerUpSequencer:
             if ((spec.power is not None and spec.name not in self._warnings)
                     or spec.name in self._parked):
                 continue
-            steps = self._factory(spec)(spec)
-            try:
-                held = steps.park()
-            except DriverError:
-                held = False  # missing or silent: its own bring-up reports it
-            if held:
-                self._parked[spec.name] = steps
-            else:
-                steps.close()
+            self._park_or_close(spec, self._factory(spec)(spec))
 
     def _no_port_power(self, spec: DeviceSpec, why: str) -> None:
         """Stagger ``spec`` by DTR from now on, and say why."""
@@ -335,8 +320,9 @@ class PowerUpSequencer:
         log.warning("%s: %s", spec.name, msg)
         self._warnings[spec.name] = msg
 
-    def _hold_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
-        """After a failure: keep a device that holds a motor parked, close the others."""
+    def _park_or_close(self, spec: DeviceSpec, steps: DeviceSteps) -> None:
+        """Keep a device that holds a motor parked, close the others (and one that cannot
+        be parked: missing or silent, its bring-up reports it)."""
         with contextlib.suppress(DriverError):
             if steps.park():
                 self._parked[spec.name] = steps
@@ -397,7 +383,7 @@ class PowerUpSequencer:
                 steps.wait_ready(spec.ready_timeout_s)
             except DriverError as err:
                 why = str(err)
-                self._hold_or_close(spec, steps)
+                self._park_or_close(spec, steps)
                 continue
             ttf = time.monotonic() - t_start
             self._steps[spec.name] = steps

@@ -121,8 +121,7 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
     finally:
         with contextlib.suppress(serial.SerialException, OSError):
             ser.close()
-    total, reads, elapsed, stopped_by, message = result
-    return RawRecordResult(out, side, total, reads, elapsed, stopped_by, message)
+    return RawRecordResult(out, side, *result)
 
 
 def _copy(ser: serial.Serial, fb: BinaryIO, fs: TextIO, duration_s: float, stop: threading.Event,

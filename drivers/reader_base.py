@@ -53,11 +53,6 @@ class ReaderStatus:
     reader_down: bool = False
     mode: str = ""
 
-    @property
-    def data_lost(self) -> bool:
-        """True when the reader failed (restarted or ended) while recording."""
-        return self.reader_failures > 0 or self.reader_down
-
 
 @runtime_checkable
 class DeviceReader(Protocol):

@@ -72,20 +72,16 @@ class SerialPort:
             except (BlockingIOError, InterruptedError):
                 break
             if not data:
-                if not chunks:
-                    self._check_present()
+                if not chunks:  # end of file: OSError unless the port is still there, open
+                    fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
+                    if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
+                        raise OSError(errno.ENODEV, f"{self.path} is another device now")
                     time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
                 break
             chunks.append(data)
             if len(data) < 1 << 16:  # the tty had no more: no second read to hear EAGAIN
                 break
         return b"".join(chunks)
-
-    def _check_present(self) -> None:
-        """Raise OSError unless the port is still there and open (end of file seen)."""
-        fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
-        if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
-            raise OSError(errno.ENODEV, f"{self.path} is another device now")
 
     def waiting(self) -> int:
         """Bytes received and not yet read."""
@@ -109,19 +105,16 @@ class LinkConfig:
         first_valid_timeout_s: deadline for the first valid item after opening (s);
             None to skip the check.
         stale_after_s: silence after which a ``stale`` event is emitted (s).
-        backoff_s, backoff_max_s: first and largest wait between reopen attempts (s).
+        backoff_max_s: largest wait between reopen attempts, doubling from 50 ms (s).
         restart_after_s: silence after which the protocol is restarted (s), or None.
-        exclusive: ask pyserial for an exclusive lock on the port.
     """
 
     read_timeout_s: float = 0.02
     open_timeout_s: float = 2.0
     first_valid_timeout_s: float | None = 3.5
     stale_after_s: float = 0.5
-    backoff_s: float = 0.05
     backoff_max_s: float = 1.0
     restart_after_s: float | None = None
-    exclusive: bool = True
 
 
 class SerialLink:
@@ -145,8 +138,8 @@ class SerialLink:
         self.config = config
         self.first_valid_timeout_s = config.first_valid_timeout_s
         self.on_event = on_event
-        self.watch = LinkWatch(config.stale_after_s, config.backoff_s, config.backoff_max_s,
-            config.restart_after_s)
+        self.watch = LinkWatch(config.stale_after_s, backoff_max_s=config.backoff_max_s,
+            restart_after_s=config.restart_after_s)
         self.overruns = 0  # episodes of more than the protocol's backlog_limit bytes waiting
         self._behind = False  # in such an episode
 
@@ -193,18 +186,15 @@ class SerialLink:
         """True while the port is open and its start-up has succeeded."""
         return self._port is not None
 
-    def raw_attrs(self) -> dict[str, Any]:
-        """Attributes of the raw byte stream: port, baud, kind and wire protocol."""
+    def declare(self, writer: SessionWriter) -> None:
+        """Add the raw byte stream (attributes: port, baud, kind and wire protocol) and the
+        decoded streams to ``writer`` before it starts."""
+        self.writer = writer
+        self._preamble_due = True
         attrs: dict[str, Any] = {"port_path": self.port, "baud": self.baud, "kind": self.kind}
         if self.protocol.wire:
             attrs["protocol"] = self.protocol.wire
-        return attrs
-
-    def declare(self, writer: SessionWriter) -> None:
-        """Add the raw byte stream and the decoded streams to ``writer`` before it starts."""
-        self.writer = writer
-        self._preamble_due = True
-        writer.add_raw(self.name, attrs=self.raw_attrs())
+        writer.add_raw(self.name, attrs=attrs)
         self.protocol.declare_streams(writer)
 
     def open_link(self) -> None:

@@ -114,12 +114,12 @@ def open_hint(port: str, err: BaseException) -> str:
 
 
 def open_serial(port: str | os.PathLike[str], baud: int, *, timeout_s: float,
-        write_timeout_s: float | None = None, exclusive: bool = True, dtr: bool = True,
+        write_timeout_s: float | None = None, dtr: bool = True,
         flush_input: bool = True) -> ModemSerial:
     """Open ``port`` raw at ``baud``, 8N1, no flow control; the only port-opening function
     (DeviceUnavailable, with :func:`open_hint`'s reason). Longest wait of one read
-    ``timeout_s`` and of one write ``write_timeout_s`` (s; None blocks); ``exclusive``: a
-    second opener gets ``busy``; ``dtr``: the level set right after the open (True, as
+    ``timeout_s`` and of one write ``write_timeout_s`` (s; None blocks); exclusive (a
+    second opener gets ``busy``); ``dtr``: the level set right after the open (True, as
     every open does anyway, stops an A1's motor); ``flush_input``: discard what arrived
     before the open.
     """
@@ -129,7 +129,7 @@ def open_serial(port: str | os.PathLike[str], baud: int, *, timeout_s: float,
     ser.baudrate = baud
     ser.timeout = timeout_s
     ser.write_timeout = write_timeout_s
-    ser.exclusive = exclusive
+    ser.exclusive = True
     ser.dtr = dtr
     try:
         ser.open()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -11,7 +10,6 @@ from sensorbench.drivers.reader_base import join_thread
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DriverError
 
 if TYPE_CHECKING:
-    from sensorbench.drivers.device_protocol import DeviceProtocol
     from sensorbench.drivers.reader_base import ReaderStatus
     from sensorbench.drivers.serial_link import SerialLink
     from sensorbench.logs import SessionWriter
@@ -31,16 +29,8 @@ class SerialReader:
         self.poll_s = link.config.read_timeout_s if poll_s is None else poll_s
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-
-    @property
-    def protocol(self) -> DeviceProtocol:
-        """The device's protocol object."""
-        return self.link.protocol
-
-    @property
-    def events(self) -> collections.deque[tuple[int, str, str]]:
-        """The most recent events ``(t_ns, kind, message)``."""
-        return self.link.events
+        self.protocol = link.protocol  # the device's protocol object
+        self.events = link.events  # the link's most recent events (t_ns, kind, message)
 
     def declare(self, writer: SessionWriter) -> None:
         """Add the device's raw and decoded streams to ``writer`` before it starts."""

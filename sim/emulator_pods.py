@@ -59,12 +59,12 @@ def encode_binary(
     fields.append(("crc", "<u2"))
     rec = np.zeros(k, dtype=np.dtype(fields))
     rec["sync"] = (proto.SYNC0, proto.SYNC1)
-    rec["len"] = proto.payload_length(n_pods, counter_bits, imu)
+    length = rec.dtype.itemsize
+    rec["len"] = length - proto.HEADER_LEN - proto.CRC_LEN  # flags to the last payload byte
     rec["flags"] = proto.make_flags(n_pods, counter_bits, imu)
     rec["seq"], rec["t_us"], rec["counts"] = seq, t_us, counts_raw
     if imu:
         rec["yaw_rate"], rec["yaw"] = yaw_rate, yaw
-    length = rec.dtype.itemsize
     rows = rec.view(np.uint8).reshape(k, length)
     rec["crc"] = proto.crc16_rows(rows[:, 2 : length - 2])
     return rec.tobytes(), length

@@ -172,7 +172,7 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path, warm
         sc = u.started_scanner(link, events)
         before, raw_before = collect_raw(sc, 0.8)
         t_unplug = time.monotonic_ns()
-        waiting = sc.lidar.in_waiting()
+        waiting = sc.lidar.waiting()
         emu.unplug()
         truth_before = emu.truth()
         more, raw_more = collect_raw(sc, 0.3)
