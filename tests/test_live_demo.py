@@ -16,6 +16,10 @@ from sensorbench.demo.live import MODELS, run_live_demo
 from sensorbench.errors import SessionError
 from sensorbench.logs import Session
 
+# live subprocesses load the compiled kernels from the cache this fills: a cold compile
+# (over a minute with a second copy of the suite beside it) is not their start-up deadline
+pytestmark = pytest.mark.usefixtures("warm_kernels")
+
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-c", "from sensorbench.cli import main; main()", *args]

@@ -76,7 +76,7 @@ def _receive(sock: socket.socket, out: list, stop: threading.Event) -> None:
 
 
 @pytest.fixture(scope="module")
-def live_run(tmp_path_factory):
+def live_run(tmp_path_factory, warm_kernels):
     tmp = tmp_path_factory.mktemp("live")
     run, out = tmp / "run", tmp / "session.h5"
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -24,6 +24,10 @@ from sensorbench.logs.check import check_session
 from sensorbench.sim.emulator_pods import PodEmulator
 from sensorbench.sim.pty import PtyPort
 
+# live subprocesses load the compiled kernels from the cache this fills: a cold compile
+# (over a minute with a second copy of the suite beside it) is not their start-up deadline
+pytestmark = pytest.mark.usefixtures("warm_kernels")
+
 MODELS = cu.REPO / "examples" / "models"
 PODS = MODELS / "pods-emulated.toml"
 

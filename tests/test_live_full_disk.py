@@ -28,6 +28,10 @@ from sensorbench.logs.check import check_session
 from sensorbench.logs.schema import FileStatus
 from sensorbench.sim.emulator_pods import PodEmulator
 
+# live subprocesses load the compiled kernels from the cache this fills: a cold compile
+# (over a minute with a second copy of the suite beside it) is not their start-up deadline
+pytestmark = pytest.mark.usefixtures("warm_kernels")
+
 SENSORBENCH = [sys.executable, "-c", "from sensorbench.cli import main; main()"]
 PODS_MODEL = cu.REPO / "examples" / "models" / "pods-emulated.toml"
 
