@@ -27,6 +27,7 @@ from sensorbench.logs.schema import (
     STREAM_COLUMNS,
     FileStatus,
 )
+from sensorbench.logs.swmr_read import open_swmr
 from sensorbench.logs.update_lock import locked_by_writer
 from sensorbench.logs.values import batch_problems, structure_problems
 
@@ -306,6 +307,18 @@ def _refuse_dangling(path: Path, f: h5py.File) -> None:
                 )
 
 
+def _root_attr(path: Path, f: h5py.File, name: str, default: Any) -> Any:
+    """The file's attribute ``name`` (``default`` when it has none); SessionError when it
+    is there but cannot be read (a damaged file)."""
+    try:
+        if name not in f.attrs:
+            return default
+        return f.attrs[name]
+    except (KeyError, OSError, RuntimeError) as exc:
+        detail = exc.args[0] if exc.args else repr(exc)
+        raise SessionError(f"{path}: the file is corrupt ({detail}); it cannot be read") from exc
+
+
 def open_h5(
     path: str | os.PathLike[str], *, check_layout: bool = True, dangling_ok: bool = False
 ) -> h5py.File:
@@ -330,16 +343,19 @@ def open_h5(
             f"{path}: the file is truncated or corrupt ({size} bytes, its header says {end}); "
             "it cannot be read"
         )
+    # SWMR reading retries a failed metadata checksum (a writer may be in the middle of a
+    # flush): only a file its writer opened for SWMR writing is read that way.
+    swmr = bool((superblock_flags(head) or 0) & SUPERBLOCK_SWMR_WRITE)
     try:
-        f = h5py.File(path, "r", swmr=True)
+        f = open_swmr(path) if swmr else h5py.File(path, "r")
     except OSError:
         try:
             f = h5py.File(path, "r")
         except OSError as exc:
             raise SessionError(_unopenable(path, head, exc)) from exc
     try:
-        fmt = _decode(f.attrs.get("format", ""))
-        version = _decode(f.attrs.get("schema_version", -1))
+        fmt = _decode(_root_attr(path, f, "format", ""))
+        version = _decode(_root_attr(path, f, "schema_version", -1))
         if fmt != FORMAT_NAME:
             raise SessionError(f"{path}: an HDF5 file, but not a sensorbench session")
         if not isinstance(version, int) or isinstance(version, bool):

@@ -8,6 +8,10 @@ it declares more bytes than the whole (uncompressed) file holds: 2**40 rows in 1
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -151,3 +155,50 @@ def test_a_closed_file_with_rows_past_its_consistent_data_is_refused_until_recov
     if command == "info":
         code, out = _run(command, session, tmp_path / "out")
         assert code == 0, out
+
+
+_KILLED_WRITER = """
+import os, sys, time
+import session_util as su
+from sensorbench.logs import SessionWriter
+w = SessionWriter(sys.argv[1], label="killed", flush_interval_s=0.05)
+w.add_encoder("pods", 3)
+w.start()
+w.append_encoder("pods", su.encoder_batch(su.T0 + su.np.arange(50) * 10**7,
+                                          su.np.zeros((50, 3), su.np.int64)))
+time.sleep(0.5)
+os.kill(os.getpid(), 9)
+"""
+
+
+def _damage_root_header(path: Path) -> None:
+    """Flip bytes inside the root group's object header: its checksum then fails."""
+    data = bytearray(path.read_bytes())
+    root = int.from_bytes(data[36:44], "little")  # v2/v3 superblock: the root's address
+    assert data[root : root + 4] == b"OHDR", data[root : root + 4]
+    for i in range(root + 8, root + 24):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("writer", ["closed", "killed SWMR writer"])
+def test_metadata_with_a_bad_checksum_is_refused_at_once(tmp_path, writer, command) -> None:
+    """Metadata whose checksum fails, in a closed file and in one its SWMR writer left
+    open: refused (exit 2, the file named, "corrupt") in seconds. A SWMR reader retries
+    such a read, HDF5's default 100 times with a doubling sleep: `info` on the killed
+    writer's file had not returned after 5 minutes."""
+    session = tmp_path / "s.h5"
+    if writer == "closed":
+        su.write_small_session(session)
+    else:
+        done = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(session)],
+                              cwd=Path(__file__).parent, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == -signal.SIGKILL
+        assert session.read_bytes()[11] & 0x4, "the writer left it marked for SWMR writing"
+    _damage_root_header(session)
+    t0 = time.monotonic()
+    code, out = _run(command, session, tmp_path / "out")
+    assert time.monotonic() - t0 < 20.0
+    assert code == 2 and str(session) in out and "corrupt" in out and "Traceback" not in out, out
+    assert not list(tmp_path.glob("out*"))
