@@ -382,7 +382,11 @@ class Scenario:
 def parse_scenario(text: str, source: str, name: str) -> Scenario:
     """Parse and validate scenario TOML ``text`` (``source`` names it in errors)."""
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors)
-    return _from_raw(toml_schema.parse_toml(text, source, SimError), text, source, name)
+    raw = toml_schema.parse_toml(text, source, SimError)
+    if not raw:  # every key has a default: an empty file would silently run the square
+        raise SimError(f"{source}: no keys: a scenario sets at least one (`simulate --list` "
+                       "names the shipped ones; docs/SIMULATION.md lists every key)")
+    return _from_raw(raw, text, source, name)
 
 
 def _from_raw(raw: dict, text: str, source: str, name: str) -> Scenario:

@@ -104,6 +104,8 @@ def test_fault_knobs_are_read_with_defaults() -> None:
             r"campaign\.sessions\[0\]\).*pods\.rate: unknown",
         ),
         ("robot = [1\n", r"not valid TOML"),
+        ("", r"no keys: a scenario sets at least one"),
+        ("# only a comment\n\n", r"no keys"),
     ],
 )
 def test_validation_errors_name_the_file_and_key(text: str, match: str) -> None:
