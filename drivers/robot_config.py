@@ -21,6 +21,7 @@ from sensorbench.drivers.device_kinds import get_kind, kind_names
 from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError, FusionError
 from sensorbench.logs import toml_schema
+from sensorbench.logs.atomic_output import file_kind
 from sensorbench.logs.schema import name_conflict
 from sensorbench.logs.toml_schema import FL, F, Free, I, KeyPath, S, SchemaError, Table, Tables
 
@@ -283,8 +284,7 @@ class _Validator:
         except OSError:
             return real, None
         if not stat.S_ISCHR(st.st_mode):
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "a regular file"
-            raise SchemaError(path, f"{dev.port} is {what}, not a serial port")
+            raise SchemaError(path, f"{dev.port} is {file_kind(st.st_mode)}, not a serial port")
         if not is_serial_tty(st.st_rdev):
             raise SchemaError(path,
                 f"{dev.port} is a character device {os.major(st.st_rdev)}:"

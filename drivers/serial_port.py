@@ -15,6 +15,7 @@ from pathlib import Path
 import serial
 
 from sensorbench.errors import DeviceUnavailable
+from sensorbench.logs.atomic_output import file_kind
 
 NO_MODEM_ERRNOS = frozenset({errno.ENOTTY, errno.EINVAL})
 """ioctl errors of a tty without modem lines (a pty, some adapters)."""
@@ -108,7 +109,7 @@ def open_hint(port: str, err: BaseException) -> str:
         return f"{port} is held by another program (a capture, a probe, a terminal?)"
     mode = os.stat(port).st_mode
     if not stat.S_ISCHR(mode) or "Inappropriate ioctl" in text:  # a file, a FIFO, /dev/null
-        what = "a regular file" if stat.S_ISREG(mode) else "not a tty"
+        what = file_kind(mode) if not stat.S_ISCHR(mode) else "not a tty"
         return f"{port}: {what}, not a serial port"
     return f"{port}: {err}. Is another program using it?"
 

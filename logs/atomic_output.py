@@ -101,9 +101,15 @@ def regular_input(
         raise error(f"{path}: cannot read {what}: {disk_error_text(exc)}") from None
     if stat.S_ISREG(mode):
         return path
+    raise error(f"{path} is {file_kind(mode)}, not a {what} to read")
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words ("a FIFO (named pipe)")."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
     kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-    kind = next((k for test, k in _NOT_REGULAR if test(mode)), kind)
-    raise error(f"{path} is {kind}, not a {what} to read")
+    return next((k for test, k in _NOT_REGULAR if test(mode)), kind)
 
 
 def refuse_replacing(path: Path, *, locked: bool = False) -> None:

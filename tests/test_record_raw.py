@@ -209,7 +209,7 @@ def test_missing_port_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize(("port", "what"), [("file", "a regular file"), ("/dev/null", "not a tty"),
-                                            ("fifo", "not a tty")])  # fmt: skip
+                                            ("fifo", "a FIFO (named pipe)")])  # fmt: skip
 def test_a_port_that_is_no_tty_is_named_so(tmp_path, port, what):
     """A regular file, a FIFO or a character device without tty settings: the message
     says what it is (it said 'Inappropriate ioctl ... Is another program using it?')."""

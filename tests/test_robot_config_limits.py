@@ -104,14 +104,18 @@ def test_an_emulators_pty_is_a_port(pty, tmp_path) -> None:
     parse_robot_config(_config(front_port=str(tmp_path / "link")), "r.toml")
 
 
-@pytest.mark.parametrize("what", ["/dev/null", "regular file", "directory"])
-def test_a_port_that_is_not_a_serial_tty_is_refused(what, tmp_path) -> None:
-    port = {"/dev/null": "/dev/null", "regular file": str(tmp_path / "f"), "directory": "/tmp"}[
-        what
-    ]
+@pytest.mark.parametrize(("what", "said"), [("/dev/null", "a character device 1:3"),
+    ("regular file", "a regular file"), ("directory", "a directory"),
+    ("FIFO", "a FIFO (named pipe)")])  # fmt: skip
+def test_a_port_that_is_not_a_serial_tty_is_refused(what, said, tmp_path) -> None:
+    port = {"/dev/null": "/dev/null", "regular file": str(tmp_path / "f"), "directory": "/tmp",
+            "FIFO": str(tmp_path / "p")}[what]  # fmt: skip
     if what == "regular file":
         (tmp_path / "f").write_text("x")
+    elif what == "FIFO":
+        os.mkfifo(tmp_path / "p")
     text = _config(rear_port=port)
+    _refused(text, f'port = "{port}"', f"is {said}")
     _refused(text, f'port = "{port}"', "not a serial port")
 
 
