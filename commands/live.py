@@ -33,6 +33,17 @@ def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) ->
     return OdometryModels.from_files(pods_path, noise_path, imu=imu)
 
 
+def _refuse_unused_ros2_options(ctx: click.Context) -> None:
+    """UsageError for a --ros2-* option given without --ros2 (it would change nothing);
+    ``ROS_DOMAIN_ID`` in the environment is no such option."""
+    given = [o for p, o in (("ros2_domain", "--ros2-domain"), ("ros2_odom_frame",
+             "--ros2-odom-frame"), ("ros2_base_frame", "--ros2-base-frame"), ("ros2_scan_frame",
+             "--ros2-scan-frame"), ("ros2_tf", "--ros2-tf/--no-ros2-tf"))
+             if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]  # fmt: skip
+    if given:
+        raise click.UsageError(f"{', '.join(given)} without --ros2: nothing is published to ROS 2")
+
+
 @cli.command("live")
 @cap.recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
@@ -86,6 +97,8 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     )
     from sensorbench.live.udp import parse_address
 
+    if not ros2:
+        _refuse_unused_ros2_options(ctx)
     config = load_robot_config(config_path, run_dir=run_dir)
     models = load_models(config, pods_path, noise_path)
     attrs = {

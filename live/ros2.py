@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,24 @@ class Ros2Options:
                 raise LiveError(f"frame id {f!r}: give a non-empty name without '/' or spaces")
 
 
+def _check_frames(o: Ros2Options, lidars: Iterable[str]) -> None:
+    """LiveError for frame ids that would make /tf a loop or put a scan in the wrong
+    frame: the odometry frame as the body's, a lidar's frame (its name: its scans are in
+    it, placed by /tf_static) for another, or the merged scan (measured from the body) in
+    the odometry frame."""
+    if o.odom_frame == o.base_frame:
+        raise LiveError(f"--ros2-odom-frame and --ros2-base-frame are both {o.odom_frame!r}: "
+                        "odom -> body would place a frame in itself")
+    for option, frame in (("odom", o.odom_frame), ("base", o.base_frame),
+                          ("scan", o.scan_frame)):  # fmt: skip
+        if frame in set(lidars):
+            raise LiveError(f"--ros2-{option}-frame {frame!r}: that is lidar {frame}'s own "
+                            "frame (its scans are published in it); choose another name")
+    if o.scan_frame == o.odom_frame:
+        raise LiveError(f"--ros2-scan-frame {o.scan_frame!r} is the odometry frame: the "
+                        "merged scan is measured from the body, not fixed in odom")
+
+
 def _qos(kind: str) -> Any:
     """The QoS a ROS 2 subscriber of that kind asks for (rclcpp's profiles), in plain CDR."""
     from cyclonedds.core import Policy, Qos
@@ -103,6 +121,7 @@ class Ros2Publisher:
     def __init__(self, options: Ros2Options, mounts: Mapping[str, Mount],
                  anchor_ns: tuple[int, int], filters: bool, merged: bool,
                  queue_size: int = 64) -> None:  # fmt: skip
+        _check_frames(options, mounts)
         self.options = options
         self.mounts = dict(mounts)
         self.anchor_ns = anchor_ns

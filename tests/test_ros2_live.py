@@ -313,15 +313,24 @@ def test_diagnostics_say_stale_within_2_s(ros2_run) -> None:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--ros2-base-frame", "a b"], "frame id 'a b'"),
-     (["--ros2-odom-frame", "/odom"], "frame id '/odom'"),
-     (["--ros2-domain", "233"], "0<=x<=232")],
+    [(["--ros2", "--ros2-base-frame", "a b"], "frame id 'a b'"),
+     (["--ros2", "--ros2-odom-frame", "/odom"], "frame id '/odom'"),
+     (["--ros2", "--ros2-domain", "233"], "0<=x<=232"),
+     (["--ros2", "--ros2-base-frame", "odom"], "both 'odom': odom -> body would place"),
+     (["--ros2", "--ros2-odom-frame", "lidar_rear"], "'lidar_rear': that is lidar lidar_rear's"),
+     (["--ros2", "--ros2-scan-frame", "ld19"], "'ld19': that is lidar ld19's own frame"),
+     (["--ros2", "--ros2-scan-frame", "odom"], "'odom' is the odometry frame"),
+     (["--ros2-odom-frame", "map"], "--ros2-odom-frame without --ros2: nothing is published"),
+     (["--no-ros2-tf"], "--ros2-tf/--no-ros2-tf without --ros2")],
 )  # fmt: skip
 def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> None:
+    """Malformed frame ids, frames that would loop /tf (odom as the body, a lidar's own
+    frame for another) or put the merged scan in odom, and --ros2-* options without --ros2
+    (they changed nothing): exit 2, no file."""
     out = tmp_path / "s.h5"
     r = subprocess.run(
         _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
-             "--ros2", *args, "-o", str(out), "--duration", "1"),
+             *args, "-o", str(out), "--duration", "1"),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 2 and message in r.stderr, r.stderr
