@@ -390,9 +390,9 @@ class _Validator:
             if dev.kind == "pods" and pods is not None and len(pods.wheels) != dev.n_pods:
                 raise SchemaError(("pods", "wheels"), f"lists {len(pods.wheels)} wheels "
                     f"but device {dev.name!r} has n_pods = {dev.n_pods}")
+        if doc["robot"]["footprint_m"]:
+            toml_schema.check_polygon(doc["robot"]["footprint_m"], ("robot", "footprint_m"))
         footprint = np.asarray(doc["robot"]["footprint_m"], dtype=np.float64).reshape(-1, 2)
-        if 0 < len(footprint) < 3:
-            raise SchemaError(("robot", "footprint_m"), "must list at least 3 [x, y] points")
         emulation = raw.get("emulation", {})
         name = doc["robot"]["name"]
         return RobotConfig(name=Path(self.source).stem if name is None else name,

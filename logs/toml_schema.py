@@ -174,6 +174,47 @@ class FL(Spec):
         return [item.check(v, (*path, i)) for i, v in enumerate(value)]
 
 
+class Polygon(FL):
+    """A closed polygon ``[[x, y], ...]`` (m): :func:`check_polygon`."""
+
+    def __init__(self, default: list, lo: float | None = None, hi: float | None = None) -> None:
+        super().__init__(default, lo=lo, hi=hi, inner=2)
+
+    def check(self, value: Any, path: KeyPath) -> list:
+        return check_polygon(super().check(value, path), path)
+
+
+def check_polygon(points: list, path: KeyPath) -> list:
+    """``points`` when they outline a polygon: at least 3, enclosing an area, no two
+    edges crossing or touching (an even-odd inside test on a figure eight is wrong);
+    SchemaError otherwise."""
+    if len(points) < 3:
+        raise SchemaError(path, "must list at least 3 [x, y] points")
+    n = len(points)
+    edges = [(points[i], points[(i + 1) % n]) for i in range(n)]
+    for i in range(n):
+        for j in range(i + 2, n - (i == 0)):  # not neighbours (n-1 and 0 are)
+            if _segments_meet(*edges[i], *edges[j]):
+                raise SchemaError(path, f"edges {i} and {j} cross or touch: list the "
+                                  "outline's points in order around it")
+    if abs(sum(a[0] * b[1] - b[0] * a[1] for a, b in edges)) < 2e-9:
+        raise SchemaError(path, "must enclose an area (its points lie on one line)")
+    return points
+
+
+def _segments_meet(p: list, q: list, r: list, s: list) -> bool:
+    """True when segments pq and rs share a point."""
+
+    def side(a: list, b: list, c: list) -> float:
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    d1, d2, d3, d4 = side(r, s, p), side(r, s, q), side(p, q, r), side(p, q, s)
+    if d1 == d2 == d3 == d4 == 0:  # on one line: do their extents overlap?
+        return all(max(min(p[k], q[k]), min(r[k], s[k])) <= min(max(p[k], q[k]), max(r[k], s[k]))
+                   for k in (0, 1))  # fmt: skip
+    return d1 * d2 <= 0 and d3 * d4 <= 0
+
+
 class Table(Spec):
     """A table of known keys; missing keys take their defaults (``required``: refused)."""
 

@@ -70,9 +70,8 @@ WORLD = Table({
 ROBOT = Table({
     "start_xy_m": FL([-1.0, -1.0], n=2),
     "start_yaw_deg": F(0.0),
-    "footprint_m": FL(
-        [[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225], [-0.225, 0.225]], inner=2
-    ),
+    "footprint_m": toml_schema.Polygon([[-0.225, -0.225], [0.225, -0.225], [0.225, 0.225],
+                                        [-0.225, 0.225]]),
     "occluders": Tables(_check_obstacle),
 })  # fmt: skip
 

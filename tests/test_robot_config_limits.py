@@ -170,6 +170,21 @@ def test_pod_wheels_and_the_footprint_have_limits() -> None:
     _refused(text, key, "robot.footprint_m[1][0]: must be in [-10, 10], got 1e+30")
 
 
+@pytest.mark.parametrize(("points", "message"), [
+    ("[[0, 0], [1, 1], [1, 0], [0, 1]]", "edges 0 and 2 cross or touch"),  # a bow tie
+    ("[[0, 0], [2, 0], [2, 2], [1, 0], [0, 2]]", "edges 0 and 2 cross or touch"),  # touching
+    ("[[0, 0], [1, 0], [2, 0]]", "must enclose an area"),
+    ("[[0, 0], [1, 1]]", "must list at least 3 [x, y] points")])  # fmt: skip
+def test_a_footprint_that_is_no_outline_is_refused(points, message) -> None:
+    """The merge drops returns inside the footprint by an even-odd test: on a figure eight
+    or a line it would keep or drop the wrong ones."""
+    key = f"footprint_m = {points}"
+    text = _config().replace('name = "t"', f'name = "t"\n{key}')
+    _refused(text, key, f"robot.footprint_m: {message}")
+    square = "footprint_m = [[0, 0], [1, 0], [1, 1], [0, 1]]"
+    parse_robot_config(_config().replace('name = "t"', f'name = "t"\n{square}'), "r.toml")
+
+
 def test_the_power_switch_settle_time_has_a_limit() -> None:
     key = 'power = {hub = "1-1", port = 2, settle_s = 1e9}'
     text = _config(front=key, powerup='backend = "uhubctl"')

@@ -104,6 +104,8 @@ def test_fault_knobs_are_read_with_defaults() -> None:
             r"campaign\.sessions\[0\]\).*pods\.rate: unknown",
         ),
         ("robot = [1\n", r"not valid TOML"),
+        ("[robot]\nfootprint_m = [[0, 0], [1, 1], [1, 0], [0, 1]]\n",
+         r"robot\.footprint_m: edges 0 and 2 cross or touch"),
         ("", r"no keys: a scenario sets at least one"),
         ("# only a comment\n\n", r"no keys"),
     ],
