@@ -48,7 +48,7 @@ def piece_bounds(
                 f"--every {every_s:g} s cuts the session's {span_s:.3f} s into more than "
                 f"{MAX_PIECES} pieces; choose a longer interval"
             )
-        step = round(every_s * 1e9)
+        step = round(min(every_s, span_s + 1.0) * 1e9)  # longer than the session: one piece
         edges = [*range(start, end, step), end] if end > start else [start, end]
     edges[-1] = end + 1  # the last piece holds the last sample too
     return [(edges[k], edges[k + 1]) for k in range(len(edges) - 1)]

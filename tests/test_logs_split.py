@@ -159,6 +159,10 @@ def test_every_seconds_and_bad_requests(long_session, tmp_path) -> None:
     assert r.exit_code == 2 and "exists" in r.output
     r = _run("split", long_session, "-o", tmp_path / "n")
     assert r.exit_code == 2 and "exactly one of --pieces N or --every S" in r.output
+    for every in (span_s + 1, 1e300):  # longer than the session: one piece (1e300 s overflowed)
+        out = tmp_path / f"long{every:g}"
+        r = _run("split", long_session, "--every", every, "-o", out)
+        assert r.exit_code == 0 and len(list(out.glob("*.h5"))) == 1, r.output
 
 
 def test_raw_streams_are_split_by_chunk(tmp_path) -> None:
