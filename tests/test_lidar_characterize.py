@@ -257,6 +257,12 @@ def test_cli_json_and_plots(static_session, tmp_path):
     assert table.exit_code == 0
     for label in ("Scan rate", "Period jitter", "Skipped turns", "Edge outliers", "σ 1–2 m"):
         assert label in table.output
+    # a threshold no return exceeds labels no outlier: the near-filter row says so (the
+    # table raised TypeError formatting the missing shares)
+    none = runner.invoke(cli, ["characterize", "lidar", str(static_session), "--device", "ld19",
+                               "--outlier-k", "1e6"])  # fmt: skip
+    assert none.exit_code == 0, none.output
+    assert "no edge outliers, no false points" in none.output
 
 
 def test_unknown_device_and_bad_file(static_session, tmp_path):

@@ -83,11 +83,16 @@ def datasheet(ch: LidarCharacterization) -> str:
         rows += _noise_rows(ch.noise)
     nf = ch.near_filter
     if nf is not None:
+
+        def share(key: str, digits: int, what: str) -> str:  # None: no point of that label
+            v = nf[key]
+            return f"no {what}" if v is None else f"{v:.{digits}f} % of the {what}"
+
         rows.append((
-            "SDK near filter", f"zeroes {nf['rejected_pct']:.2f} % of samples: "
-            f"{nf['edge_outliers_rejected_pct']:.0f} % of the edge outliers, "
-            f"{nf['false_points_rejected_pct']:.0f} % of the false points, "
-            f"{nf['normal_rejected_pct']:.2f} % of the normal returns",
+            "SDK near filter", f"zeroes {share('rejected_pct', 2, 'samples')}: "
+            f"{share('edge_outliers_rejected_pct', 0, 'edge outliers')}, "
+            f"{share('false_points_rejected_pct', 0, 'false points')}, "
+            f"{share('normal_rejected_pct', 2, 'normal returns')}",
         ))
     width = max(len(r[0]) for r in rows)
     head = (
