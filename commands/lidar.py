@@ -91,7 +91,7 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
     "New session file with the lidar stream 'merged' [default: SESSION_merged.h5].",
     force="OUTPUT")
 @opt.number_option(
-    "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, min_open=True), 0.1,
+    "--max-dt", "max_dt_s", opt.FiniteFloat(min=0.0, max=60.0, min_open=True), 0.1,
     "Largest time between the centres of two paired turns (s).",
 )  # fmt: skip
 @click.option("--config", "config_path", type=opt.IN_FILE,

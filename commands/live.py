@@ -66,7 +66,7 @@ def _refuse_unused_ros2_options(ctx: click.Context) -> None:
     help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).")
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
-@click.option("--max-dt", "max_dt_s", type=click.FloatRange(min=0.0, min_open=True), default=0.1,
+@click.option("--max-dt", "max_dt_s", type=opt.FiniteFloat(0.0, 60.0, min_open=True), default=0.1,
     show_default=True, help="Merge: largest time between the paired turns' centres (s).")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context

@@ -24,6 +24,10 @@ DRAWS = click.IntRange(100, 1_000_000)
 """Monte Carlo draws per session: at least 100 for a meaningful spread, at most a
 million (about an hour per session)."""
 
+MAX_SECONDS = 1e9
+"""Largest time (s) an option takes, about 32 years: beyond any session, and a time in
+nanoseconds stays an int64 (9.2e9 s)."""
+
 IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 """An existing file (a session, a model, a capture)."""
 
@@ -99,8 +103,9 @@ def plots_option(help: str) -> Decorator:
 
 def window_options(start_help: str, end_help: str) -> Decorator:
     """``--t-start`` and ``--t-end`` (s from the session start)."""
-    return stack(click.option("--t-start", type=FiniteFloat(), default=None, help=start_help),
-        click.option("--t-end", type=FiniteFloat(), default=None, help=end_help))
+    seconds = FiniteFloat(-MAX_SECONDS, MAX_SECONDS)
+    return stack(click.option("--t-start", type=seconds, default=None, help=start_help),
+        click.option("--t-end", type=seconds, default=None, help=end_help))
 
 
 def number_option(flag: str, dest: str | None, kind: Any, default: Any, help: str) -> Decorator:

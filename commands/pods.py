@@ -18,12 +18,12 @@ _PODS_MODEL_OPT = opt.file_option(
     "--pods", "pods_path", "Pod-geometry model (from 'sensorbench fit pods').", required=True
 )
 _ALIGN_OPT = opt.number_option(
-    "--align-interval", "align_interval_s", opt.FiniteFloat(min=0.01), None,
+    "--align-interval", "align_interval_s", opt.FiniteFloat(min=0.01, max=3600.0), None,
     "Interval (s) of the encoder/mocap time alignment [default: 0.5 s times the encoder "
     "stream's recorded clock_nominal_slope, so 0.5/N for a session recorded at N× real time].",
 )  # fmt: skip
 _GATE_OPT = opt.number_option(
-    "--gate", None, opt.FiniteFloat(min=0.5), 6.63,
+    "--gate", None, opt.FiniteFloat(min=0.5, max=1e6), 6.63,
     "NIS gate of the filters (6.63 = 99 %, 8.81 = 99.7 % for one dof).",
 )  # fmt: skip
 
@@ -33,11 +33,11 @@ _GATE_OPT = opt.number_option(
 @opt.output_option("Write the pod-geometry model (TOML, with provenance) here.", force="OUTPUT")
 @_JSON_OPT
 @opt.number_option(
-    "--counts-per-rev", None, opt.FiniteFloat(min=1.0), None,
+    "--counts-per-rev", None, opt.FiniteFloat(min=1.0, max=1e8), None,
     "Encoder ticks per wheel revolution (default: the session's robot config).",
 )  # fmt: skip
 @opt.number_option(
-    "--interval", "interval_s", opt.FiniteFloat(min=0.02), 0.5, "Fitting interval (s)."
+    "--interval", "interval_s", opt.FiniteFloat(min=0.02, max=3600.0), 0.5, "Fitting interval (s)."
 )
 @click.option("--heading", type=click.Choice(["auto", "mocap", "imu"]), default="auto",
     show_default=True,
@@ -95,7 +95,7 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
 @_JSON_OPT
 @_GATE_OPT
 @opt.number_option(
-    "--drift-interval", "drift_interval_s", opt.FiniteFloat(min=0.05), 2.0,
+    "--drift-interval", "drift_interval_s", opt.FiniteFloat(min=0.05, max=3600.0), 2.0,
     "Interval (s) of the odometry slip fit against mocap (sessions emulated at N× real "
     "time: divide by N).",
 )  # fmt: skip
@@ -162,7 +162,7 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
 @_GATE_OPT
 @_ALIGN_OPT
 @opt.number_option(
-    "--monitor-window", None, click.IntRange(min=2), 50,
+    "--monitor-window", None, click.IntRange(2, 1_000_000), 50,
     "Consistency monitor: updates per sliding NIS window.",
 )  # fmt: skip
 @opt.number_option(

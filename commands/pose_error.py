@@ -34,16 +34,16 @@ _SESSION_OPTS = [
         help="Frame transforms: one for all SESSIONS (campaign), one each (session), none, "
         "or auto: campaign when all SESSIONS are in one map, else session (docs/POSE_ERROR.md)."),
     opt.number_option(
-        "--max-offset", None, opt.FiniteFloat(), 0.5,
+        "--max-offset", None, opt.FiniteFloat(0.0, 3600.0), 0.5,
         "Largest time offset between sensor and reference clocks searched, s.",
     ),
     opt.number_option(
-        "--time-offset", None, opt.FiniteFloat(), None,
+        "--time-offset", None, opt.FiniteFloat(-opt.MAX_SECONDS, opt.MAX_SECONDS), None,
         "Known clock offset, s (reference time = sensor time + offset); "
         "default: estimated from angular rates.",
     ),
     opt.number_option(
-        "--max-gap", None, click.FloatRange(min=0.0, min_open=True), None,
+        "--max-gap", None, opt.FiniteFloat(0.0, 3600.0, min_open=True), None,
         "Longest gap in a track interpolated across, s (default: 3 x each track's "
         "median sample spacing, so a sensor at any rate from 1 Hz up is paired).",
     ),
