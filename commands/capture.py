@@ -169,7 +169,7 @@ def bringup_cmd(ctx: click.Context, config_path: str, run_dir: str | None, as_js
 @click.option("--auto-reset/--no-auto-reset", default=True, show_default=True,
     help="--firmware: opening the port (DTR) resets the MCU, as on an Arduino Uno or Nano.")
 @opt.number_option(
-    "--boot-s", None, click.FloatRange(min=0.0), 1.0,
+    "--boot-s", None, opt.FiniteFloat(0.0, 60.0), 1.0,
     "--firmware: silence after a reset before the image restarts (s; optiboot waits 1 s).",
 )  # fmt: skip
 @click.option("--events", type=click.Path(dir_okay=False),

@@ -73,7 +73,7 @@ def emulate_command(kind_name: str, model: str) -> click.Command:
     @opt.SPEED
     @opt.LINK
     @opt.number_option(
-        "--startup", None, opt.FiniteFloat(min=0.0), 3.0,
+        "--startup", None, opt.FiniteFloat(0.0, 3600.0), 3.0,
         "Seconds (simulated) from power-on to the first packet; real units take ~3 s.",
     )  # fmt: skip
     @click.option("--faults/--no-faults", default=True, show_default=True,

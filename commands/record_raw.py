@@ -23,7 +23,7 @@ def _hex(_ctx: click.Context, _param: click.Parameter, value: str | None) -> byt
 
 @cli.command("record-raw")
 @click.argument("port")
-@click.option("--baud", type=click.IntRange(min=50), default=None,
+@click.option("--baud", type=click.IntRange(50, 20_000_000), default=None,
     help="Line rate: 230400 for an LD19, 115200 for an A1 [default: the --config device's].")
 @opt.config_option("A robot configuration: PORT may then be a device's name, and --baud and "
     "--dtr default to that device's.", required=False)

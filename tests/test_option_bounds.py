@@ -27,6 +27,9 @@ CASES = [  # (command with {S} for an existing file and {O} for an output, optio
     ("fit pose-error {S} --sensor a --reference b -o {O}", "--max-gap", "1e300"),
     ("characterize lidar {S} --device a", "--t-start", "1e300"),
     ("live --config {S} -o {O}", "--max-dt", "1e300"),
+    ("emulate ld19", "--startup", "1e300"),
+    ("emulate pods", "--boot-s", "1e300"),
+    ("record-raw {S} -o {O}", "--baud", "1000000000000000000"),
 ]
 
 
