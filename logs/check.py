@@ -162,6 +162,26 @@ def refuse_unclosed(
         )
 
 
+def refuse_repeated(paths: Sequence[str | os.PathLike[str]], command: str) -> None:
+    """Refuse (SessionError) to let ``command`` count one recording twice: a session given
+    twice, or a copy of it (the same host and clock anchors, not two pieces of a split)."""
+    seen: dict[tuple, Path] = {}
+    for one in paths:
+        path = Path(one)
+        with open_h5(path) as f:
+            a = f.attrs
+            key = (str(a.get("hostname", "")), int(a.get("monotonic_anchor_ns", 0)),
+                   int(a.get("wall_clock_anchor_ns", 0)))  # fmt: skip
+            piece = int(a.get("split_piece", 0))
+        for (k, p), first in seen.items():
+            if k == key and (p == piece or 0 in (p, piece)):
+                what = (f"{path} is given twice" if first.resolve() == path.resolve() else
+                        f"{first} and {path} are one recording (the same host and clock "
+                        "anchors: a copy, or a piece of the other)")  # fmt: skip
+                raise SessionError(f"{what}; {command} counts each recording once")
+        seen[(key, piece)] = path
+
+
 def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> None:
     """Set ``in_use``/``writer_unknown`` for an unclosed file from its flags and writer record."""
     with open(report.path, "rb") as fh:

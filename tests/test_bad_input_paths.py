@@ -41,7 +41,7 @@ COMMANDS = {
     "fit noise --pods": ["fit", "noise", "{G}", "--pods", "{B}", "-o", "{O}.toml"],
     "fit pose-error": ["fit", "pose-error", "{B}", "{B}", "--sensor", "pose", "-o", "{O}.toml"],
     "validate": ["validate", "{B}", "{B}", "--sensor", "pose"],
-    "validate --model": ["validate", "{G}", "{G}", "--sensor", "pose", "--model", "{B}"],
+    "validate --model": ["validate", "{G}", "--sensor", "pose", "--model", "{B}"],
     "report": ["report", "{B}", "-o", "{O}_report"],
     "report --models": ["report", "{G}", "-o", "{O}_report", "--models", "{B}"],
     "characterize lidar": ["characterize", "lidar", "{B}", "--device", "front"],
