@@ -85,14 +85,16 @@ def _match(stored, truth_turns) -> list[int]:
     return idx
 
 
-def _least_excess_delay_ms(chunks, truth: LD19Truth, t0_ns: float, split_ns: int) -> list[float]:
-    """Per power cycle (received before / after ``split_ns``), the smallest delay of any
-    packet beyond what the clock knows of (ms): its receive time minus the earliest it
-    could arrive, when the emulated head has measured its 12 points and the packet has
-    crossed the wire. The clock rests on the least-delayed packets, so this is the part
-    of the latency it cannot see: 0-1 ms on a quiet machine, more when the emulator or
-    the reader ran late for a whole power cycle (derived from what the machine did,
-    not a guess of it)."""
+def _known_delay_floor_ms(chunks, truth: LD19Truth, t0_ns: float, split_ns: int,
+                          turns_host_ns: list[np.ndarray]) -> list[np.ndarray]:  # fmt: skip
+    """Per power cycle (received before / after ``split_ns``) and per turn starting at
+    ``turns_host_ns`` (true host ns), the least delay of the packets the clock had
+    received by the end of that turn (ms): a packet's delay is its receive time minus the
+    earliest it could arrive, when the emulated head has measured its 12 points and the
+    packet has crossed the wire. The clock rests on the least-delayed packets it has
+    seen, so this is the part of the latency it cannot see when it stamps the turn: 0-1 ms
+    on a quiet machine; more after a replug on a loaded one, until a packet comes through
+    quickly (derived from what the machine did, not a guess of it)."""
     parser, got = LD19Parser(), []
     for t_ns, data in chunks:
         got.append(parser.feed(data, t_ns))
@@ -101,16 +103,20 @@ def _least_excess_delay_ms(chunks, truth: LD19Truth, t0_ns: float, split_ns: int
     span = np.mod(truth.end.astype(float) - truth.start, 36000) / 100.0
     dt = span / (POINTS_PER_PACKET - 1) / truth.speed
     earliest = t0_ns + (truth.t_s + (POINTS_PER_PACKET - 1) * dt + WIRE_S) / SPEED * 1e9
+    turn_ns = 0.1 / SPEED * 1e9  # a 10 Hz turn in wall time
     out = []
     for cycle, received in enumerate((pk["host_ns"] < split_ns, pk["host_ns"] >= split_ns)):
         sent = np.flatnonzero(truth.offered & (truth.power_cycle == cycle))
         key = {(int(truth.timestamp[j]), int(truth.start[j]), int(truth.end[j])): j for j in sent}
-        delays = [
+        recv = pk["host_ns"][received]
+        delays = np.array([
             h - earliest[key[(int(ts), int(a), int(b))]]
             for ts, a, b, h in zip(pk["timestamp_ms"][received], pk["start_cdeg"][received],
-                                   pk["end_cdeg"][received], pk["host_ns"][received], strict=True)
-        ]  # fmt: skip
-        out.append(min(delays) / 1e6)
+                                   pk["end_cdeg"][received], recv, strict=True)
+        ]) / 1e6  # fmt: skip
+        least = np.minimum.accumulate(delays)  # receive order
+        seen = np.searchsorted(recv, turns_host_ns[cycle] + turn_ns, side="right") - 1
+        out.append(least[np.maximum(seen, 0)])
     return out
 
 
@@ -162,10 +168,10 @@ def test_capture_through_unplug_and_replug(tmp_path):
     for c in (0, 1):
         cycles[c] = _truth_turns(truth.select(truth.power_cycle == c), t0_ns)
     unplug_ns = next(e.t_ns for e in events if e.kind == "unplug")
-    floor_ms = _least_excess_delay_ms(chunks, truth, t0_ns, unplug_ns)
     after = np.flatnonzero(stored.flags & TurnFlag.AFTER_RECONNECT)
     assert after.size == 1  # exactly one turn starts the post-replug segment
     split = int(after[0])
+    parts, hosts = [], []
     for seg, sl in ((0, slice(0, split)), (1, slice(split, stored.n_turns))):
         end = int(stored.offset[sl.stop - 1] + stored.count[sl.stop - 1])
         part = stored.select(sl, int(stored.offset[sl.start]), end)
@@ -173,17 +179,22 @@ def test_capture_through_unplug_and_replug(tmp_path):
         # every turn intact, none missing between the first and the last stored one
         assert idx == list(range(idx[0], idx[0] + len(idx)))
         assert idx[0] >= 1  # the first (partial) turn of each power cycle is never stored
-        host = np.array([cycles[seg][j]["host_ns"] for j in idx])
+        parts.append(part)
+        hosts.append(np.array([cycles[seg][j]["host_ns"] for j in idx]))
+    floor_ms = _known_delay_floor_ms(chunks, truth, t0_ns, unplug_ns, hosts)
+    for part, host, floor in zip(parts, hosts, floor_ms, strict=True):
         err_ms = (part.t_first_ns - host) / 1e6
         # Host time of the first point, from the device clock against the emulator's
         # own clock. Receive times only lag (the emulator's 8 ms send tick, scheduling,
         # the pty), and the clock rests on the least-delayed packets, so the error is a
-        # small positive latency: the least delay any packet of the power cycle had
-        # (floor_ms), plus the fit's own spread; the 1 ms stamp resolution allows a
-        # little below 0. (Measured: 0..9 ms, median ~1 ms, floor 0-1 ms.)
-        late_ms = err_ms - floor_ms[seg]
-        assert np.all((err_ms > -3.0) & (late_ms < 25.0)), (err_ms, floor_ms)
-        assert np.median(err_ms) > -1.0 and np.median(late_ms) < 8.0, (err_ms, floor_ms)
+        # small positive latency: the least delay of the packets it had seen by then
+        # (floor), plus the fit's own spread; the 1 ms stamp resolution allows a little
+        # below 0. (Measured: 0..9 ms, median ~1 ms, floor 0-1 ms. Beside a second copy of
+        # the suite the first turns after a replug came 34, 34, 27, 15 ms late while the
+        # least delay of the whole cycle was 1.4 ms: a bound on that least delay failed.)
+        late_ms = err_ms - floor
+        assert np.all((err_ms > -3.0) & (late_ms < 25.0)), (err_ms, floor)
+        assert np.median(err_ms - floor) < 8.0 and np.median(err_ms) > -1.0, (err_ms, floor)
     # the turn interrupted by the unplug is dropped, not stored truncated
     assert not (stored.flags & TurnFlag.PACKET_LOSS).any()
     assert np.all(stored.count == 450)
