@@ -36,10 +36,9 @@ def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) ->
 def _refuse_unused_ros2_options(ctx: click.Context) -> None:
     """UsageError for a --ros2-* option given without --ros2 (it would change nothing);
     ``ROS_DOMAIN_ID`` in the environment is no such option."""
-    given = [o for p, o in (("ros2_domain", "--ros2-domain"), ("ros2_odom_frame",
-             "--ros2-odom-frame"), ("ros2_base_frame", "--ros2-base-frame"), ("ros2_scan_frame",
-             "--ros2-scan-frame"), ("ros2_tf", "--ros2-tf/--no-ros2-tf"))
-             if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]  # fmt: skip
+    given = ["/".join(p.opts + p.secondary_opts) for p in ctx.command.params
+             if p.name and p.name.startswith("ros2_")
+             and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
     if given:
         raise click.UsageError(f"{', '.join(given)} without --ros2: nothing is published to ROS 2")
 

@@ -74,9 +74,10 @@ def _check_frames(o: Ros2Options, lidars: Iterable[str]) -> None:
     if o.odom_frame == o.base_frame:
         raise LiveError(f"--ros2-odom-frame and --ros2-base-frame are both {o.odom_frame!r}: "
                         "odom -> body would place a frame in itself")
+    names = set(lidars)
     for option, frame in (("odom", o.odom_frame), ("base", o.base_frame),
                           ("scan", o.scan_frame)):  # fmt: skip
-        if frame in set(lidars):
+        if frame in names:
             raise LiveError(f"--ros2-{option}-frame {frame!r}: that is lidar {frame}'s own "
                             "frame (its scans are published in it); choose another name")
     if o.scan_frame == o.odom_frame:

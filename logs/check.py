@@ -168,8 +168,8 @@ def refuse_repeated(paths: Sequence[str | os.PathLike[str]], command: str) -> No
     seen: dict[tuple, Path] = {}
     for one in paths:
         path = Path(one)
-        with open_h5(path) as f:
-            a = f.attrs
+        with open_h5(path, check_layout=False, dangling_ok=True) as f:  # refuse_unclosed
+            a = f.attrs  # checked the rest; only the root attributes are read here
             key = (str(a.get("hostname", "")), int(a.get("monotonic_anchor_ns", 0)),
                    int(a.get("wall_clock_anchor_ns", 0)))  # fmt: skip
             piece = int(a.get("split_piece", 0))

@@ -348,11 +348,13 @@ def open_h5(
     swmr = bool((superblock_flags(head) or 0) & SUPERBLOCK_SWMR_WRITE)
     try:
         f = open_swmr(path) if swmr else h5py.File(path, "r")
-    except OSError:
+    except OSError as exc:
+        if not swmr:  # the plain open failed: trying it again changes nothing
+            raise SessionError(_unopenable(path, head, exc)) from exc
         try:
             f = h5py.File(path, "r")
-        except OSError as exc:
-            raise SessionError(_unopenable(path, head, exc)) from exc
+        except OSError as again:
+            raise SessionError(_unopenable(path, head, again)) from again
     try:
         fmt = _decode(_root_attr(path, f, "format", ""))
         version = _decode(_root_attr(path, f, "schema_version", -1))
