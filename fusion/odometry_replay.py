@@ -399,8 +399,8 @@ def _reference(
         with Session(path) as s:
             if "pose/x_y_yaw" not in s.truth_names():
                 raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
-            ref_t = (s.truth("pose/t_ns") - odo.t0_ns) * 1e-9
-            return ref_t, s.truth("pose/x_y_yaw"), 0.0, "truth", None
+            rows = s.truth_rows("pose", "t_ns", "x_y_yaw")
+            return (rows["t_ns"] - odo.t0_ns) * 1e-9, rows["x_y_yaw"], 0.0, "truth", None
     if reference != "mocap":
         raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
     try:

@@ -21,6 +21,7 @@ from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
     SUPERBLOCK_WRITE_ACCESS,
+    TRUTH_ROWS,
     EncoderStream,
     LidarStream,
     PoseStream,
@@ -29,6 +30,7 @@ from sensorbench.logs.reader import (
     open_h5,
     stream_rows,
     superblock_flags,
+    truth_problems,
 )
 from sensorbench.logs.schema import GROUPS, LIDAR_POINT_FIELDS, FileStatus
 from sensorbench.logs.update_lock import UpdateLock, locked_by_writer, writer_alive, writer_of
@@ -113,12 +115,27 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
                 key = f"{group_name}/{name}"
                 if not any(d == key or d.startswith(key + "/") for d in damaged):
                     _check_stream(report, kind, key, f[key])
+        if isinstance(f.get("truth"), h5py.Group):
+            report.errors += _truth_problems(f["truth"])
         if status == FileStatus.WRITING and not report.in_use:
             report.warnings.append(
                 "the file was not closed: its writer was killed or failed; "
                 "`sensorbench check --recover` rebuilds it"
             )
     return report
+
+
+def _truth_problems(truth: h5py.Group) -> list[str]:
+    """:func:`truth_problems` of every truth group holding one of :data:`TRUTH_ROWS`'s
+    datasets (a partner without its times too)."""
+    groups: list[h5py.Group] = [truth]
+    truth.visititems(lambda _, obj: groups.append(obj) if isinstance(obj, h5py.Group) else None)
+    out = []
+    for g in groups:
+        for times, partners in TRUTH_ROWS.items():
+            if times in g or any(n in g for n, _ in partners):
+                out += truth_problems(g, times)
+    return out
 
 
 def _count_losses(events: h5py.Dataset) -> list[str]:

@@ -378,6 +378,42 @@ def open_h5(
     return f
 
 
+TRUTH_ROWS = {
+    "t_ns": (("x_y_yaw", 3), ("twist_body", 3)),
+    "reloc_t_ns": (("reloc_offset", 6), ("reloc_wrong", 0)),
+}
+"""Truth datasets that share rows (docs/SIMULATION.md): per times dataset (int64 ns, never
+decreasing), the datasets of its group with one row per time and their widths (0: (N,))."""
+
+
+def truth_problems(g: h5py.Group, times: str) -> list[str]:
+    """Why the truth group ``g``'s dataset ``times`` and its row partners
+    (:data:`TRUTH_ROWS`) cannot be used together: missing, wrong shape or type, a row
+    count other than the times', times that decrease, non-finite values."""
+    where = f"{g.name}/"
+    if not isinstance(g.get(times), h5py.Dataset):
+        return [f"{where}{times}: missing beside {', '.join(sorted(g.keys()))}"]
+    t = g[times][()]
+    problems = []
+    if t.ndim != 1 or t.dtype.kind != "i":
+        return [f"{where}{times}: must be (N,) integer ns, got {t.shape} {t.dtype}"]
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        problems.append(f"{where}{times}: times decrease at row {int(back[0]) + 1}")
+    for name, width in TRUTH_ROWS[times]:
+        ds = g.get(name)
+        if ds is None:
+            continue
+        shape = (t.size, width) if width else (t.size,)
+        if not isinstance(ds, h5py.Dataset) or ds.shape != shape or ds.dtype.kind not in "biuf":
+            got = f"{ds.shape} {ds.dtype}" if isinstance(ds, h5py.Dataset) else "a group"
+            problems.append(
+                f"{where}{name}: must be {shape} numbers, a row per {times} row, got {got}")
+        elif not np.all(np.isfinite(ds[()])):
+            problems.append(f"{where}{name}: holds nan or inf")
+    return problems
+
+
 class Session:
     """A session file opened for reading.
 
@@ -496,6 +532,23 @@ class Session:
         if not isinstance(ds, h5py.Dataset):
             raise SessionError(f"{self.path}: no truth dataset {path!r}")
         return ds[()]
+
+    def truth_rows(self, group: str, times: str, *needed: str) -> dict[str, np.ndarray]:
+        """The truth datasets of ``/truth/<group>`` that share the rows of ``times``
+        (:data:`TRUTH_ROWS`), by name, ``times`` included.
+
+        Raises:
+            SessionError: no such group, one of ``needed`` missing, or
+                :func:`truth_problems` found one (a damaged file)."""
+        g = self.h5.get(f"truth/{group}")
+        if not isinstance(g, h5py.Group):
+            raise SessionError(f"{self.path}: no truth group {group!r}")
+        problems = truth_problems(g, times)
+        problems += [f"{g.name}/{n}: missing" for n in needed if n not in g]
+        if problems:
+            raise SessionError(f"{self.path}: /truth is damaged: {problems[0]}")
+        names = [times, *(n for n, _ in TRUTH_ROWS[times] if n in g)]
+        return {n: g[n][()] for n in names}
 
     def truth_attrs(self, path: str = "") -> dict[str, Any]:
         """Attributes of ``/truth`` or of a truth dataset/group."""

@@ -142,9 +142,9 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
         names = s.truth_names()
         if f"{sensor}/reloc_wrong" not in names:
             return None
-        wrong = np.asarray(s.truth(f"{sensor}/reloc_wrong"), bool)
-        t_ns = np.asarray(s.truth(f"{sensor}/reloc_t_ns"), np.int64)
-        jump = np.asarray(s.truth(f"{sensor}/reloc_offset"), float)
+        rows = s.truth_rows(sensor, "reloc_t_ns", "reloc_offset")
+        wrong, t_ns = rows["reloc_wrong"].astype(bool), rows["reloc_t_ns"]
+        jump = rows["reloc_offset"]
     origin = session_span_ns(path)[0]
     return [
         {"session": path.stem, "t_s": (int(t) - origin) * 1e-9, "jump": list(j)}
