@@ -49,18 +49,20 @@ class _Group(click.Group):
     message and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> object:
-        from sensorbench.logs.atomic_output import WRITE_ERRNOS, disk_error_text
+        from sensorbench.logs.atomic_output import PATH_ERRNOS, WRITE_ERRNOS, disk_error_text
 
         try:
             return super().invoke(ctx)
         except SensorbenchError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
-        except OSError as exc:  # a write the command did not name: still a clear message
-            if exc.errno not in WRITE_ERRNOS:
+        except OSError as exc:  # a write the command did not name, or a path the kernel
+            # refuses wherever it was looked at: still a clear message
+            if exc.errno not in WRITE_ERRNOS | PATH_ERRNOS:
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
-            click.echo(f"error: {where}cannot write: {disk_error_text(exc)}", err=True)
+            what = "cannot write" if exc.errno in WRITE_ERRNOS else "unusable path"
+            click.echo(f"error: {where}{what}: {disk_error_text(exc)}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -148,18 +148,14 @@ def preflight(config: Any, output: str, allow_missing: bool) -> None:
     system has room."""
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.errors import LiveError
+    from sensorbench.logs.atomic_output import check_new_output
 
     missing = [f"{d.name} ({d.port})" for d in config.devices if not os.path.exists(d.port)]
     if missing and not allow_missing:
         raise LiveError(
             f"no such port: {', '.join(missing)}; nothing was powered (--allow-missing runs "
             "without them)")
-    out = Path(output)
-    if out.exists() or out.is_symlink():
-        raise LiveError(f"{output} exists; choose another name or remove it first")
-    parent = out.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise LiveError(f"cannot write {output}: {parent} is not a writable directory")
+    parent = check_new_output(output).parent
     need = CaptureOptions().min_free_bytes
     free = shutil.disk_usage(parent).free
     if free < need:

@@ -25,6 +25,7 @@ from sensorbench.drivers.reader_base import DeviceReader, ReaderStatus
 from sensorbench.drivers.robot_config import DeviceConfig, PodGeometry, RobotConfig
 from sensorbench.errors import SensorbenchError, SessionError
 from sensorbench.logs import EncoderBatch, LidarTurns, PoseBatch, Session, SessionWriter
+from sensorbench.logs.atomic_output import check_new_output
 
 StatusCallback = Callable[[float, list[ReaderStatus]], None]
 
@@ -259,7 +260,7 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
         on_bringup: Callable[[BringupResult], None] | None = None,
         stop: threading.Event | None = None, extra_readers: Sequence[DeviceReader] = (),
         consumer: CaptureConsumer | None = None) -> CaptureResult:
-    """Record every configured device into the new session ``output`` (SessionError if it
+    """Record every configured device into the new session ``output`` (OutputError if it
     exists or cannot be created) for ``duration_s`` s after the bring-up (``inf``: until
     ``stop`` is set; the bring-up is not interrupted, each step has its own deadline).
 
@@ -320,11 +321,7 @@ def _check_output(output: Path, duration_s: float) -> None:
     """Refuse a non-positive duration, an existing output or an unwritable directory."""
     if not duration_s > 0:
         raise SessionError(f"duration must be > 0 s, got {duration_s}")
-    if output.exists():
-        raise SessionError(f"{output} exists; choose another name or remove it first")
-    parent = output.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise SessionError(f"cannot write {output}: {parent} is not a writable directory")
+    check_new_output(output)
 
 
 def _session_attrs(

@@ -102,8 +102,8 @@ def record_raw(port: str, baud: int, duration_s: float, output: str | os.PathLik
     side = sidecar_path(out)
     for p in (out, side):
         check_output(p, force=force)
-    if not out.resolve().parent.is_dir() or not os.access(out.resolve().parent, os.W_OK):
-        raise SessionError(f"cannot write {out}: its directory is not writable")
+    if not os.access(out.parent, os.W_OK):
+        raise SessionError(f"cannot write {out}: directory {out.parent} is not writable")
     stop = stop or threading.Event()
     ser = open_serial(port, baud, timeout_s=_POLL_S, dtr=dtr, flush_input=False)
     try:

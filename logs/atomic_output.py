@@ -26,6 +26,9 @@ WRITE_ERRNOS = frozenset(
 )
 """Errors that mean "this disk or directory cannot take the output" (full, read-only,
 failing, not writable, immutable): reported as bad input (exit 2)."""
+PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
+"""Errors that mean "the kernel refuses this path" (a name too long, a loop of symbolic
+links), wherever it is looked at: reported as bad input (exit 2)."""
 
 
 def disk_error_text(exc: OSError) -> str:
@@ -65,7 +68,7 @@ def unchanged(pending: PendingOutput) -> str:
 def same_file(a: PathLike, b: PathLike) -> bool:
     """True when ``a`` and ``b`` name the same file (same resolved path or same inode)."""
     pa, pb = Path(a), Path(b)
-    if pa.resolve() == pb.resolve():
+    if os.path.realpath(pa) == os.path.realpath(pb):  # never raises, a loop of links too
         return True
     try:
         return os.path.samefile(pa, pb)
@@ -142,6 +145,13 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
             not a regular file nobody writes (:func:`refuse_replacing`).
     """
     path = Path(path)
+    try:
+        return _check_output(path, force, inputs)
+    except OSError as exc:  # a name too long, a loop of links, a path the kernel refuses
+        raise OutputError(f"cannot write {path}: {disk_error_text(exc)}") from None
+
+
+def _check_output(path: Path, force: bool, inputs: Iterable[PathLike]) -> Path:
     for item in inputs:
         if item is not None and same_file(path, item):
             raise OutputError(
@@ -152,12 +162,27 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
         raise OutputError(f"{path} is a directory; give a file name")
     parent = path.parent
     if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
+        what = ("is not a directory" if parent.exists() else "is a symbolic link that leads "
+                "nowhere" if parent.is_symlink() else "does not exist")
         raise OutputError(f"cannot write {path}: directory {parent} {what}")
     if force:
         refuse_replacing(path)
     elif os.path.lexists(path):
         raise OutputError(f"{path} exists; choose another name or pass --force to replace it")
+    return path
+
+
+def check_new_output(path: PathLike) -> Path:
+    """:func:`check_output` without ``--force`` (a recording never replaces a file), its
+    directory writable too; returns the output as a Path.
+
+    Raises:
+        OutputError: as :func:`check_output`, or the directory is not writable."""
+    if os.path.lexists(path):
+        raise OutputError(f"{path} exists; a recording never replaces a file: choose another name")
+    path = check_output(path)
+    if not os.access(path.parent, os.W_OK):
+        raise OutputError(f"cannot write {path}: directory {path.parent} is not writable")
     return path
 
 

@@ -3,7 +3,8 @@
 The inputs are what a path can name besides a readable file of the right kind: a
 character device that is empty (``/dev/null``) or never ends (``/dev/zero``), a FIFO (a
 read waits for a writer forever), a directory (one named like a session too), a truncated
-session, an HDF5 file that is no session, an empty file and random bytes. Each command
+session, an HDF5 file that is no session, an empty file, random bytes, a name longer than
+the kernel takes and a symbolic link to itself. Each command
 is called in-process (click's runner) with a deadline (SIGALRM), so a hang fails its
 case; two run as real processes.
 A case passes with exit 2, no traceback, and the message naming the path.
@@ -29,7 +30,8 @@ PODS = str(Path(__file__).parent / "data" / "old_model_files" / "pods.toml")
 DEADLINE_S = 60
 
 INPUTS = ["/dev/null", "/dev/zero", "fifo", "directory", "dir.h5", "truncated", "foreign", "empty",
-          "garbage"]
+          "garbage", "a name too long", "a loop of links"]
+NAMES = {"a name too long": "n" * 300}  # NAME_MAX is 255 bytes
 
 COMMANDS = {
     "check": ["check", "{B}"],
@@ -83,6 +85,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         f["x"] = np.arange(10)
     (d / "empty").write_bytes(b"")
     (d / "garbage").write_bytes(np.random.default_rng(1).bytes(5000))
+    (d / "a loop of links").symlink_to("a loop of links")
     return out
 
 
@@ -108,7 +111,7 @@ def _raise_hang(*_: object) -> None:
 @pytest.mark.parametrize("bad", INPUTS)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_wrong_kind_of_file_is_refused_naming_it(files, tmp_path, command, bad) -> None:
-    path = bad if bad.startswith("/dev/") else str(files["good"].parent / bad)
+    path = bad if bad.startswith("/dev/") else str(files["good"].parent / NAMES.get(bad, bad))
     args = _args(command, path, files, tmp_path / "out")
     old = signal.signal(signal.SIGALRM, _raise_hang)
     signal.alarm(DEADLINE_S)
@@ -157,3 +160,36 @@ def test_an_output_directory_that_cannot_be_made_is_refused_naming_it(
     done = CliRunner().invoke(cli, args)
     assert done.exit_code == 2 and f"cannot write {out}" in done.output, done.output
     assert [p.name for p in tmp_path.iterdir()] == ["plain"]
+
+
+ROBOT = str(Path(__file__).parents[1] / "examples" / "robot.toml")
+OUTPUTS = {
+    "simulate": ["simulate", "--scenario", "square", "-o", "{D}"],
+    "split": ["split", "{G}", "--pieces", "2", "-o", "{D}"],
+    "export": ["export", "{G}", "--format", "mcap", "-o", "{D}"],
+    "replay -o": ["replay", "{G}", "--pods", PODS, "-o", "{D}"],
+    "merge": ["merge", "{G}", "--front", "front", "--rear", "front", "-o", "{D}"],
+    "report": ["report", "{G}", "-o", "{D}"],
+    "capture": ["capture", "--config", ROBOT, "--duration", "1", "-o", "{D}"],
+    "live": ["live", "--config", ROBOT, "--allow-missing", "--duration", "1", "-o", "{D}"],
+    "record-raw": ["record-raw", "/dev/null", "--baud", "115200", "--duration", "1", "-o", "{D}"],
+}
+
+
+@pytest.mark.parametrize("where", ["a name too long", "a loop of links", "below a loop of links"])
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_an_output_path_the_kernel_refuses_is_refused_naming_it(
+    files, tmp_path, command, where
+) -> None:
+    """Names longer than NAME_MAX raised OSError (ENAMETOOLONG) from a path check in
+    ``info``, ``check``, ``split`` and ``simulate --all-sessions``; a symbolic link to itself
+    raised RuntimeError where an output was compared with the inputs (``Path.resolve``)."""
+    (tmp_path / "loop").symlink_to("loop")
+    out = {"a name too long": str(tmp_path / ("n" * 300)), "a loop of links": str(tmp_path / "loop"),
+           "below a loop of links": str(tmp_path / "loop" / "x")}[where]  # fmt: skip
+    args = [a.replace("{G}", str(files["good"])).replace("{D}", out) for a in OUTPUTS[command]]
+    done = CliRunner().invoke(cli, args)
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exc_info
+    assert done.exit_code == 2, done.output
+    assert out in done.output and "Traceback" not in done.output, done.output
+    assert [p.name for p in tmp_path.iterdir()] == ["loop"]

@@ -134,5 +134,5 @@ def test_capture_refuses_an_unwritable_output_before_bringup(tmp_path) -> None:
             cli, ["capture", "--config", str(cfg), "--duration", "1", "-o", str(out)]
         )
         assert res.exit_code == 2, res.output
-        assert "not a writable directory" in res.output or "exists" in res.output
+        assert "does not exist" in res.output or "exists; a recording never replaces" in res.output
         assert "bring-up" not in res.output
