@@ -122,4 +122,12 @@ def subgroup(name: str) -> click.Group:
 
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(cli.main(prog_name="sensorbench", standalone_mode=True))
+    try:
+        sys.exit(cli.main(prog_name="sensorbench", standalone_mode=True))
+    except OSError as exc:  # --help or --version into a full disk (outside any command)
+        from sensorbench.logs.atomic_output import WRITE_ERRNOS, disk_error_text
+
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        click.echo(f"error: cannot write the output: {disk_error_text(exc)}", err=True)
+        sys.exit(EXIT_BAD_INPUT)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import click
+import pytest
 
 from sensorbench import commands
 from sensorbench.cli import COMMANDS
@@ -77,3 +80,17 @@ def test_every_help_page_states_its_ranges() -> None:
     assert len(pages) > 30
     bad = [leaf for leaf, text in pages if "None]" in text or "=None" in text]
     assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["fit", "--help"], ["simulate", "--list"]]
+)
+def test_printing_into_a_full_device_exits_2_with_a_message(args) -> None:
+    """``--help`` and ``--version`` print outside any command: into /dev/full they ended in
+    an OSError traceback; every command's own printing already ended with exit 2."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", "from sensorbench.cli import main; main()",
+                               *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "No space left on device (ENOSPC)" in done.stderr and "Traceback" not in done.stderr
