@@ -105,7 +105,8 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
         "noise_model": str(noise_path) if noise_path else "untuned defaults",
         "pose_model": "",
     }
-    fox, udp = (None if a is None else parse_address(a) for a in (foxglove_addr, udp_addr))
+    fox = None if foxglove_addr is None else parse_address(foxglove_addr)
+    udp = None if udp_addr is None else parse_address(udp_addr, lowest=1)
     frames = (ros2_odom_frame, ros2_base_frame, ros2_scan_frame)
     ros = Ros2Options(ros2_domain or 0, *frames, tf=ros2_tf) if ros2 else None
     options = LiveOptions(foxglove=fox, udp=udp, front=front, rear=rear, max_dt_s=max_dt_s,

@@ -60,11 +60,12 @@ def wrap_yaw(yaw: float) -> float:
     return math.pi if w == -math.pi else w
 
 
-def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    """``HOST:PORT`` or ``PORT`` → (host, port).
+def parse_address(text: str, default_host: str = "127.0.0.1", lowest: int = 0) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` → (host, port); ``lowest`` 1 for a destination (port 0
+    means "any free port" only where one listens).
 
     Raises:
-        LiveError: not a host and a port in 0..65535.
+        LiveError: not a host and a port in ``lowest``..65535.
     """
     host, sep, port = text.rpartition(":")
     if not sep:
@@ -74,8 +75,8 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
         number = int(port)
     except ValueError:
         number = -1
-    if not 0 <= number <= 65535:
-        raise LiveError(f"{text!r}: give HOST:PORT or PORT, the port in 0..65535")
+    if not lowest <= number <= 65535:
+        raise LiveError(f"{text!r}: give HOST:PORT or PORT, the port in {lowest}..65535")
     return host, number
 
 
@@ -94,6 +95,7 @@ class UdpPublisher:
             raise LiveError(f"--udp {host}:{port}: {exc}") from exc
         self.address = info[4]
         self.sock = socket.socket(info[0], socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)  # a LAN broadcast too
         self.sock.setblocking(False)
         self.seq = 0
         self.sent = 0

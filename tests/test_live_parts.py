@@ -91,6 +91,26 @@ def test_bad_addresses_are_refused(text) -> None:
         parse_address(text)
 
 
+def test_a_destination_port_0_is_refused() -> None:
+    """``--udp HOST:0`` was accepted and every datagram then dropped (EINVAL)."""
+    with pytest.raises(LiveError, match=r"the port in 1\.\.65535"):
+        parse_address("127.0.0.1:0", lowest=1)
+
+
+def test_poses_reach_a_broadcast_address() -> None:
+    """A LAN broadcast destination needs SO_BROADCAST: without it every datagram was
+    dropped (EACCES)."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("0.0.0.0", 0))
+    rx.settimeout(5.0)
+    pub = UdpPublisher("255.255.255.255", rx.getsockname()[1])
+    pub.send(PoseDatagram(0, 1, 0, 1, 2, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0,) * 6))
+    assert (pub.sent, pub.dropped) == (1, 0), pub.last_error
+    assert len(rx.recv(256)) == SIZE
+    pub.close()
+    rx.close()
+
+
 def test_a_full_drop_queue_drops_the_oldest_and_never_blocks() -> None:
     q = DropQueue(3)
     t0 = time.monotonic()
