@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import select
+import stat
 import termios
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import SimError
+from sensorbench.logs.atomic_output import disk_error_text, file_kind
 
 _BAUD_CONSTANTS = {
     getattr(termios, f"B{rate}"): rate
@@ -61,6 +63,20 @@ class LinkStats:
     replugs: int = 0
 
 
+def _check_link(link: Path) -> None:
+    """Refuse a ``link`` path that holds anything but a symbolic link (an earlier run's):
+    a regular file, a directory, a device node (``/dev/null``) is never replaced."""
+    try:
+        mode = os.lstat(link).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SimError(f"cannot make the link {link}: {disk_error_text(exc)}") from None
+    if not stat.S_ISLNK(mode):
+        raise SimError(f"{link} is {file_kind(mode)}: the emulator replaces only a symbolic "
+                       "link there (an earlier run's); choose another --link path")
+
+
 class PtyPort:
     """One end of an emulated serial link on a pseudo-terminal, with an optional stable
     symlink ``link`` to it; a host that configures another ``baud`` than the device's reads
@@ -92,6 +108,8 @@ class PtyPort:
     # -- lifecycle -----------------------------------------------------------------
 
     def _open_pty(self) -> None:
+        if self.link is not None:
+            _check_link(self.link)
         master, slave = os.openpty()
         tty.setraw(slave)  # no echo, no CR/LF translation: the line carries bytes as-is
         os.set_blocking(master, False)
@@ -101,10 +119,17 @@ class PtyPort:
         self._powered_at = time.monotonic()
         if self.link is not None:
             tmp = self.link.with_name(f".{self.link.name}.{os.getpid()}.tmp")
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            tmp.symlink_to(self._path)
-            tmp.replace(self.link)  # atomic: a reader never sees the link missing on replug
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+                tmp.symlink_to(self._path)
+                tmp.replace(self.link)  # atomic: a reader never sees the link missing on replug
+            except OSError as exc:
+                for fd in (master, slave):
+                    os.close(fd)
+                self._master = self._slave = self._path = None
+                why = disk_error_text(exc)
+                raise SimError(f"cannot make the link {self.link}: {why}") from None
 
     @property
     def path(self) -> str:
@@ -136,7 +161,7 @@ class PtyPort:
         with self._lock:
             if self._master is None:
                 return
-            if self.link is not None:
+            if self.link is not None and self.link.is_symlink():  # ours, or an earlier run's
                 with contextlib.suppress(FileNotFoundError):
                     self.link.unlink()
             for fd in (self._master, self._slave):
