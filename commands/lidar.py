@@ -47,7 +47,7 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
     """
     from sensorbench.characterize.lidar.display import datasheet
     from sensorbench.characterize.lidar.stats import StaticOptions, characterize_session
-    from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
 
     try:
         edges = tuple(float(v) for v in bands.split(","))
@@ -60,7 +60,7 @@ def lidar_cmd(session: Path, device: str, as_json: bool, plots_dir: Path | None,
             f"need >= 2 finite, increasing, non-negative edges (m), got {bands!r}",
             param_hint="--bands")
     opts = StaticOptions(min_static_s=min_static_s, bands_m=edges, outlier_k=outlier_k)
-    refuse_unclosed(session, "characterize lidar")
+    refuse_unusable(session, "characterize lidar")
     from sensorbench.logs.time_window import window_ns
 
     window = window_ns(session, t_start, t_end)
@@ -111,11 +111,11 @@ def merge_cmd(session: Path, front: str, rear: str, output: Path | None, max_dt_
     nearer return (m) wins, footprint returns are dropped. See docs/LIDAR.md.
     """
     from sensorbench.fusion.scan_merge_session import merge_session
-    from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
 
     out = output or session.with_name(f"{session.stem}_merged.h5")
     check_output(out, force=force, inputs=[session, config_path])
-    refuse_unclosed(session, "merge")
+    refuse_unusable(session, "merge")
     done = merge_session(
         session, front, rear, out, max_dt_s=max_dt_s, config_path=config_path, pose=pose,
         use_footprint=not no_footprint, overwrite=force,

@@ -60,13 +60,12 @@ def fit_pods_cmd(sessions: tuple[Path, ...], output: Path | None, force: bool, a
     from sensorbench.characterize.pods.geometry_fit import fit_pods
     from sensorbench.fusion.pod_drive import load_drive
     from sensorbench.fusion.pod_kinematics import condition_number
-    from sensorbench.logs.check import refuse_repeated, refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
     from sensorbench.logs.model_file import provenance
 
     if output is not None:
         check_output(output, force=force, inputs=sessions)
-    refuse_unclosed(sessions, "fit pods")
-    refuse_repeated(sessions, "fit pods")
+    refuse_unusable(sessions, "fit pods")
     drives = [load_drive(p) for p in sessions]
     fit = fit_pods(drives, interval_s=interval_s, heading=heading, min_excitation=min_excitation,
         counts_per_rev=counts_per_rev)
@@ -117,14 +116,13 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
     from sensorbench.characterize.pods.noise_fit import fit_noise, leave_one_out
     from sensorbench.fusion.filter_noise import save_noise_model
     from sensorbench.fusion.pod_kinematics import load_pod_model
-    from sensorbench.logs.check import refuse_repeated, refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
     from sensorbench.logs.model_file import provenance
 
     inputs = [*sessions, pods_path]
     if output is not None:
         check_output(output, force=force, inputs=inputs)
-    refuse_unclosed(sessions, "fit noise")
-    refuse_repeated(sessions, "fit noise")
+    refuse_unusable(sessions, "fit noise")
     geometry = load_pod_model(pods_path)
     fit = fit_noise(list(sessions), geometry, gate=gate, align_interval_s=align_interval_s,
         drift_interval_s=drift_interval_s)
@@ -197,11 +195,11 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     from sensorbench.fusion.odometry_replay import replay_session
     from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
-    from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
 
     if output is not None:
         check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])
-    refuse_unclosed(session, "replay")
+    refuse_unusable(session, "replay")
     geometry = load_pod_model(pods_path)
     noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
     aid = PoseErrorModel.load(pose_model_path).aid_model() if pose_model_path else None

@@ -120,13 +120,12 @@ def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool,
     the time offset (s) and alignment; -o writes the model file. See docs/POSE_ERROR.md.
     """
     from sensorbench.characterize.pose.sessions import fit_prepared
-    from sensorbench.logs.check import refuse_repeated, refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
     from sensorbench.report.pose_display import FitSummary
 
     if output:
         check_output(output, force=force, inputs=selection.sessions)
-    refuse_unclosed(selection.sessions, "fit pose-error")
-    refuse_repeated(selection.sessions, "fit pose-error")
+    refuse_unusable(selection.sessions, "fit pose-error")
     campaign = selection.prepare()
     with progress_bar("fitting the pose-error model", enabled=not as_json) as bar:
         model = fit_prepared(
@@ -218,12 +217,11 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
     )
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
-    from sensorbench.logs.check import refuse_repeated, refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
     from sensorbench.report.pose_display import validation_document, validation_lines
 
     requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
-    refuse_unclosed(selection.sessions, "validate")
-    refuse_repeated(selection.sessions, "validate")
+    refuse_unusable(selection.sessions, "validate")
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     campaign = selection.prepare()
     series = campaign.series

@@ -42,14 +42,13 @@ def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | Non
     and its validation, each session's provenance; simulated sessions show their truth
     beside. The page is self-contained. See docs/ARCHITECTURE.md.
     """
-    from sensorbench.logs.check import refuse_repeated, refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
     from sensorbench.report.build import ReportOptions, build_report
 
     page = out_dir / "report.html"
     if out_dir.is_dir():
         check_output(page, force=force, inputs=sessions)
-    refuse_unclosed(sessions, "report")
-    refuse_repeated(sessions, "report")
+    refuse_unusable(sessions, "report")
     with progress_bar("report", enabled=not as_json) as bar:
         options = ReportOptions(
             draws=draws, seed=seed, sensor=sensor, reference=reference, align=align

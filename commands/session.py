@@ -265,11 +265,11 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_inv
     A stream holding impossible samples is refused (exit 2, naming the dataset and the
     first bad index) unless --skip-invalid. A session being written, or not closed, is
     refused: its file holds a partial snapshot."""
-    from sensorbench.logs.check import refuse_unclosed
+    from sensorbench.logs.check import refuse_unusable
 
     if (pods_path or noise_path) and (fmt != "mcap" or pods_path is None):
         raise click.UsageError("--pods (and --noise) go with --format mcap")
-    refuse_unclosed(session, "export")
+    refuse_unusable(session, "export")
     if fmt == "mcap":
         from sensorbench.logs.export_mcap import export_mcap
 

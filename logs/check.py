@@ -154,16 +154,29 @@ def _count_losses(events: h5py.Dataset) -> list[str]:
     ]
 
 
-def refuse_unclosed(
+def refuse_unusable(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], command: str
 ) -> None:
     """Refuse (SessionError) to let ``command`` read a session (or any of ``paths``) that
-    is being written or whose writer died (``check --recover`` first)."""
-    if not isinstance(paths, (str, os.PathLike)):
-        for one in paths:
-            refuse_unclosed(one, command)
-        return
-    path = Path(paths)
+    is being written or whose writer died (``check --recover`` first), or count one
+    recording twice: a session given twice, or a copy of it (the same host and clock
+    anchors, not two pieces of a split). Each file is opened once."""
+    seen: dict[tuple, Path] = {}
+    for one in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        path = Path(one)
+        key = _closed_recording(path, command)
+        for (k, p), first in seen.items():
+            if k == key[0] and (p == key[1] or 0 in (p, key[1])):
+                what = (f"{path} is given twice" if first.resolve() == path.resolve() else
+                        f"{first} and {path} are one recording (the same host and clock "
+                        "anchors: a copy, or a piece of the other)")  # fmt: skip
+                raise SessionError(f"{what}; {command} counts each recording once")
+        seen[key] = path
+
+
+def _closed_recording(path: Path, command: str) -> tuple[tuple, int]:
+    """The recording ``path`` holds (host, monotonic and wall clock anchors) and its split
+    piece (0: whole); SessionError unless it is a closed session nobody writes."""
     writer = writer_of(path)
     if writer:
         raise SessionError(
@@ -172,31 +185,16 @@ def refuse_unclosed(
         )
     with open_h5(path) as f:
         closed = "_status" in f and int(f["_status"][0]) != FileStatus.WRITING
+        a = f.attrs
+        key = (str(a.get("hostname", "")), int(a.get("monotonic_anchor_ns", 0)),
+               int(a.get("wall_clock_anchor_ns", 0)))  # fmt: skip
+        piece = int(a.get("split_piece", 0))
     if not closed:
         raise SessionError(
             f"{path} was not closed (its writer was killed or failed); {command} reads a "
             f"closed session: `sensorbench check {path}` recovers it"
         )
-
-
-def refuse_repeated(paths: Sequence[str | os.PathLike[str]], command: str) -> None:
-    """Refuse (SessionError) to let ``command`` count one recording twice: a session given
-    twice, or a copy of it (the same host and clock anchors, not two pieces of a split)."""
-    seen: dict[tuple, Path] = {}
-    for one in paths:
-        path = Path(one)
-        with open_h5(path, check_layout=False, dangling_ok=True) as f:  # refuse_unclosed
-            a = f.attrs  # checked the rest; only the root attributes are read here
-            key = (str(a.get("hostname", "")), int(a.get("monotonic_anchor_ns", 0)),
-                   int(a.get("wall_clock_anchor_ns", 0)))  # fmt: skip
-            piece = int(a.get("split_piece", 0))
-        for (k, p), first in seen.items():
-            if k == key and (p == piece or 0 in (p, piece)):
-                what = (f"{path} is given twice" if first.resolve() == path.resolve() else
-                        f"{first} and {path} are one recording (the same host and clock "
-                        "anchors: a copy, or a piece of the other)")  # fmt: skip
-                raise SessionError(f"{what}; {command} counts each recording once")
-        seen[(key, piece)] = path
+    return key, piece
 
 
 def _judge_writer(report: CheckReport, status_attrs: h5py.AttributeManager) -> None:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from sensorbench.cli import cli
 from sensorbench.errors import SessionError
-from sensorbench.logs.check import refuse_repeated
+from sensorbench.logs.check import refuse_unusable
 
 COMMANDS = {
     "fit pods": ["fit", "pods", "{A}", "{B}", "-o", "{O}.toml"],
@@ -46,8 +46,8 @@ def test_pieces_of_a_split_are_two_recordings_but_not_with_their_source(tmp_path
     r = CliRunner().invoke(cli, ["split", str(src), "--pieces", "2", "-o", str(tmp_path)])
     assert r.exit_code == 0, r.output
     one, two = tmp_path / "s_piece1.h5", tmp_path / "s_piece2.h5"
-    refuse_repeated([one, two], "fit pods")
+    refuse_unusable([one, two], "fit pods")
     with pytest.raises(SessionError, match="one recording"):
-        refuse_repeated([src, two], "fit pods")
+        refuse_unusable([src, two], "fit pods")
     with pytest.raises(SessionError, match="is given twice"):
-        refuse_repeated([one, two, one], "fit pods")
+        refuse_unusable([one, two, one], "fit pods")
