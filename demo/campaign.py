@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from sensorbench.demo.capture import CapturedSession, capture_scenario
-from sensorbench.errors import FitError, SimError
+from sensorbench.errors import FitError, OutputError, SimError
+from sensorbench.logs.atomic_output import file_kind, make_dir
 from sensorbench.sim.scenario import Scenario, load_scenario
 
 ProgressFn = Callable[[str], None]
@@ -77,8 +78,13 @@ def run_demo(
     """Run the whole demo into ``out_dir`` (created; existing session files are refused);
     a SensorbenchError when any capture, fit or report step failed."""
     out = Path(out_dir)
+    for d in ("sessions", "models", "run", "report"):
+        if os.path.lexists(out / d) and not (out / d).is_dir():
+            kind = file_kind(os.lstat(out / d).st_mode)
+            raise OutputError(f"{out / d} is {kind}; the demo writes a directory there: "
+                              "choose another -o or remove it")
     for d in ("sessions", "models", "run"):
-        (out / d).mkdir(parents=True, exist_ok=True)
+        make_dir(out / d, "nothing was written")
     run = _Run(plan, DemoResult(out), progress or (lambda _msg: None))
     reloc = _capture_all(run)
     _fit_models(run, reloc)

@@ -55,3 +55,21 @@ def test_demo_without_o_keeps_a_previous_demo_and_takes_the_next_folder(
     res = CliRunner().invoke(cli, ["demo", "--quick"])
     assert seen == [Path("sensorbench-demo-3")], res.output
     assert (tmp_path / "sensorbench-demo" / "sessions" / "forward.h5").read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("what", ["a regular file", "a symbolic link"])
+@pytest.mark.parametrize("where", ["sessions", "models", "run", "report"])
+def test_demo_refuses_a_file_where_it_writes_a_directory(tmp_path: Path, where, what) -> None:
+    """A regular file named ``sessions`` in -o ended in a FileExistsError traceback; a link
+    to /dev/null named ``report`` failed only after minutes of captures and fits."""
+    out = tmp_path / "d"
+    out.mkdir()
+    if what == "a regular file":
+        (out / where).write_text("keep\n")
+    else:
+        (out / where).symlink_to("/dev/null")
+    res = CliRunner().invoke(cli, ["demo", "--quick", "-o", str(out)])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
+    assert res.exit_code == 2, res.output
+    assert f"{out / where} is {what}" in res.output
+    assert [p.name for p in out.iterdir()] == [where]  # nothing else was made
