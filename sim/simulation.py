@@ -29,6 +29,9 @@ SIM_T0_NS = 1_000_000_000_000
 _T = TypeVar("_T")
 TRUTH_RATE_HZ = 500.0
 """Rate of the true pose and twist stored in ``/truth/pose`` (Hz)."""
+MAX_DURATION_S = 1800.0
+"""Longest run simulated (s): a run is built in memory, about 1 MB per simulated second
+with every sensor (0.9 MB/s measured on a still robot), so about 2 GB at this bound."""
 
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
@@ -58,6 +61,11 @@ class Simulation:
         self.duration_s: float = float(sc.params["duration_s"] or self.trajectory.duration_s)
         if self.duration_s <= 0:
             raise SimError(f"{sc.source}: the run lasts 0 s; set duration_s or a trajectory")
+        if not self.duration_s <= MAX_DURATION_S:
+            raise SimError(
+                f"{sc.source}: the run lasts {self.duration_s:.6g} s; the simulator builds a "
+                f"run in memory (about 1 MB per s) and takes at most {MAX_DURATION_S:g} s: "
+                "split it into shorter scenarios")
         self._check_clearance()
         self.body: World = World(build_obstacles(r["occluders"]))
         for name, p in sc.lidars.items():

@@ -153,6 +153,26 @@ def test_every_shipped_scenario_runs_and_carries_the_robots_three_lidars() -> No
             assert sim.duration_s > 10.0
 
 
+@pytest.mark.parametrize("key", ["duration_s", "trajectory.hold_s", "trajectory.pause_s"])
+def test_a_run_longer_than_the_simulator_builds_is_refused_at_once(key: str) -> None:
+    """A scenario of 10⁶ s asked for 2.4 GiB arrays (MemoryError) before any check: the
+    simulator builds a run in memory, about 1 MB per simulated second. Any run up to the
+    bound is accepted (the shipped scenarios are 10 s to minutes long)."""
+    from sensorbench.sim.simulation import MAX_DURATION_S, Simulation
+
+    hold = "[trajectory]\nkind = \"hold\"\nhold_s = 1.0\n"
+    if key == "duration_s":
+        text = f"name = \"long\"\nduration_s = 1e6\n{hold}"
+    elif key == "trajectory.hold_s":
+        text = "name = \"long\"\n" + hold.replace("1.0", "1e6")
+    else:
+        text = load_scenario("reloc_campaign").to_toml().replace("pause_s = 0.5", "pause_s = 1e300")
+    with pytest.raises(SimError, match=f"at most {MAX_DURATION_S:g} s"):
+        Simulation(parse_scenario(text, "long.toml", "long"))
+    ok = f"name = \"long\"\nduration_s = {MAX_DURATION_S}\n{hold}"
+    assert Simulation(parse_scenario(ok, "ok.toml", "ok")).duration_s == MAX_DURATION_S
+
+
 def _model_text(kind: str = "pose_error_gm", drop: str = "") -> str:
     lines = ["[model]", f'kind = "{kind}"', "format_version = 1", ""]
     for i, axis in enumerate(("x", "y", "z", "roll", "pitch", "yaw")):
