@@ -63,17 +63,27 @@ class OdometryInput:
         t0_ns: host time (ns) that ``t_s`` is relative to.
         dn: tick increments (K, 3).
         imu_dtheta: IMU yaw increments over each step (K,) (rad), None without IMU.
+        source: the session file it was read from.
     """
 
     t_s: np.ndarray
     t0_ns: int
     dn: np.ndarray
     imu_dtheta: np.ndarray | None = None
+    source: str = ""
 
     def increments(self, geometry: PodGeometry, repair: bool = True) -> tuple[np.ndarray, int]:
         """Body increments (K, 3) (m, m, rad) through ``W⁻¹`` and how many frames were
         rebuilt: with an IMU and ``repair``, those where a parallel pod bounced
-        (:func:`repair_bounces`)."""
+        (:func:`repair_bounces`).
+
+        Raises:
+            FusionError: the stream has another number of counters than ``geometry`` pods."""
+        if self.dn.shape[1] != geometry.W.shape[0]:
+            raise FusionError(
+                f"{self.source}: the encoder stream has {self.dn.shape[1]} counters and the "
+                f"pod model {geometry.W.shape[0]} pods: a model fitted on this robot's "
+                "sessions is needed")
         if repair and self.imu_dtheta is not None:
             inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
             return inc, int(np.count_nonzero(repaired))
@@ -108,7 +118,8 @@ def read_odometry(
         raise FusionError(f"{path}: fewer than two encoder frames with increasing times")
     yaw = np.concatenate([[odo.start_yaw], frames.yaw])
     imu = frames.imu_dtheta if np.count_nonzero(np.isfinite(yaw)) > yaw.size // 2 else None
-    return OdometryInput(np.concatenate([[odo.start_t_s], frames.t_s]), odo.t0_ns, frames.dn, imu)
+    t_s = np.concatenate([[odo.start_t_s], frames.t_s])
+    return OdometryInput(t_s, odo.t0_ns, frames.dn, imu, str(path))
 
 
 def read_aiding(

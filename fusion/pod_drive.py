@@ -302,7 +302,13 @@ def align_drive(drive: Drive, interval_s: float) -> float:
     grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
     costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
     if not np.any(np.isfinite(costs)):
-        raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
+        overlap = min(drive.t_enc[-1], drive.t_ref[-1]) - max(drive.t_enc[0], drive.t_ref[0])
+        if overlap <= 0:
+            raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
+        why = ("record longer" if overlap < 6 * interval_s else
+               "the robot hardly moved: the fit needs drives that move")
+        raise FitError(f"{drive.label}: encoder and reference overlap for {overlap:.1f} s, "
+                       f"fewer than 6 usable intervals of {interval_s:g} s: {why}")
     best = float(grid[int(np.nanargmin(costs))])
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),

@@ -153,10 +153,14 @@ def fit_drift(
     errors hold), aligned in time over intervals of ``align_interval_s`` s.
 
     Raises:
-        FitError: fewer than 10 usable intervals, or nothing moved.
+        FitError: a drive with another number of counters than ``geometry`` pods, fewer
+            than 10 usable intervals, or nothing moved.
     """
     w_inv = np.linalg.pinv(geometry.W)
     for d in drives:
+        if d.counts.shape[1] != geometry.W.shape[0]:
+            raise FitError(f"{d.label}: {d.counts.shape[1]} counters, the pod model "
+                           f"{geometry.W.shape[0]} pods")
         if d.imu_yaw is not None and d.bounce is None:
             # a parallel pod's bounce disagrees with the gyro: drop the intervals holding one
             d.bounce = near_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))

@@ -298,7 +298,8 @@ def fit_noise(
     ``drift_interval_s`` are the alignment's and the drift fit's intervals (s).
 
     Raises:
-        FitError: no sessions, or sessions too short (< 50 frames in all).
+        FitError: no sessions, or sessions too short or too still (< 50 frames, or < 50
+            frames that move a pod, in all).
     """
     if not sessions:
         raise FitError("no sessions to fit the filter noise from")
@@ -317,6 +318,9 @@ def fit_noise(
             per_axis[a].append(s)
     if (n := sum(i.shape[0] for i in increments)) < 50:
         raise FitError(f"only {n} encoder frames in all; record longer sessions")
+    if (moved := sum(int(np.count_nonzero(np.any(i != 0, axis=1))) for i in increments)) < 50:
+        raise FitError(f"only {moved} of {n} encoder frames moved a pod: the noise fit needs "
+                       "drives that move (forward, sideways, spin, square)")
     floor = geometry.rounding_floor()
     stamp = float(np.median(stamps))
     fits = {a: fit_axis(a, per_axis[a], floor[a], gate, max_frames, stamp) for a in AXES}
