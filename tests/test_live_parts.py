@@ -105,6 +105,8 @@ def test_poses_reach_a_broadcast_address() -> None:
     rx.settimeout(5.0)
     pub = UdpPublisher("255.255.255.255", rx.getsockname()[1])
     pub.send(PoseDatagram(0, 1, 0, 1, 2, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0,) * 6))
+    if pub.dropped and "unreachable" in str(pub.last_error):
+        pytest.skip(f"this host has no route for a LAN broadcast: {pub.last_error}")
     assert (pub.sent, pub.dropped) == (1, 0), pub.last_error
     assert len(rx.recv(256)) == SIZE
     pub.close()
