@@ -26,9 +26,10 @@ def _make(path: Path, what: str) -> int:
     elif what == "a FIFO (named pipe)":
         os.mkfifo(path)
     else:
-        if os.geteuid() != 0:
-            pytest.skip("making a device node needs root")
-        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of its own
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of its own
+        except PermissionError:
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
     return stat.S_IFMT(os.lstat(path).st_mode)
 
 
