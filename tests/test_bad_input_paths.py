@@ -185,7 +185,8 @@ def test_an_output_path_the_kernel_refuses_is_refused_naming_it(
     ``info``, ``check``, ``split`` and ``simulate --all-sessions``; a symbolic link to itself
     raised RuntimeError where an output was compared with the inputs (``Path.resolve``)."""
     (tmp_path / "loop").symlink_to("loop")
-    out = {"a name too long": str(tmp_path / ("n" * 300)), "a loop of links": str(tmp_path / "loop"),
+    out = {"a name too long": str(tmp_path / ("n" * 300)),
+           "a loop of links": str(tmp_path / "loop"),
            "below a loop of links": str(tmp_path / "loop" / "x")}[where]  # fmt: skip
     args = [a.replace("{G}", str(files["good"])).replace("{D}", out) for a in OUTPUTS[command]]
     done = CliRunner().invoke(cli, args)
