@@ -152,6 +152,10 @@ def test_firmware_options_are_checked_before_anything_starts(elf, tmp_path) -> N
     bad.write_text("0 0 0 0\n0 1 1 1\n")
     r = runner.invoke(cli, ["emulate", "pods", "--firmware", str(elf), "--trajectory", str(bad)])
     assert r.exit_code == 2 and "t.txt:2" in r.output
+    os.mkfifo(tmp_path / "fifo")  # an append to it would wait for a reader forever
+    r = runner.invoke(cli, ["emulate", "pods", "--firmware", str(elf), "--events",
+                            str(tmp_path / "fifo"), "--duration", "1"])  # fmt: skip
+    assert r.exit_code == 2 and "is a FIFO (named pipe)" in r.output, r.output
 
 
 def test_the_harness_missing_is_a_clear_error(elf, tmp_path) -> None:
