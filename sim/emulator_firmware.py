@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import SimError
+from sensorbench.logs.atomic_output import regular_input
 from sensorbench.sim.emulator_base import PtyEmulator
 from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.pod_trajectory import PodTrajectory
@@ -26,6 +27,10 @@ OPTIBOOT_WAIT_S = 1.0  # optiboot's watchdog timeout after an external reset (s)
 PERIOD_US = 5000  # the default build's latch period (200 Hz), µs
 TAIL_US = 20_000  # without loop: how long the MCU runs after the last row (µs)
 _STOP_TIMEOUT_S = 5.0
+
+
+EM_AVR = 83
+"""ELF ``e_machine`` of an AVR image (little-endian at byte 18 of the file)."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,11 @@ class FirmwarePodEmulator(PtyEmulator):
         events: str | os.PathLike[str] | None = None,
     ) -> None:
         self.elf = Path(elf)
-        if not self.elf.is_file():
+        if not os.path.lexists(self.elf):
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
+        head = regular_input(self.elf, SimError, "firmware image").read_bytes()[:20]
+        if head[:4] != b"\x7fELF" or head[18:20] != EM_AVR.to_bytes(2, "little"):
+            raise SimError(f"{self.elf}: not an AVR ELF image (build one: make -C firmware)")
         inject = inject or Injected()
         if min(speed, boot_s) < 0 or not 45 < inject.phase_deg < 135:
             raise SimError("speed and boot_s must be >= 0 and 45 < phase_deg < 135")

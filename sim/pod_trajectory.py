@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import SimError
+from sensorbench.logs.atomic_output import regular_input
 
 MAX_PODS = 3  # encoder pairs on the ATmega328P's port C (A0..A5)
 
@@ -49,7 +49,7 @@ class PodTrajectory:
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> PodTrajectory:
         """Read the harness's text format; errors name the file and line."""
-        path = Path(path)
+        path = regular_input(path, SimError, "trajectory")  # a FIFO would wait forever
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:

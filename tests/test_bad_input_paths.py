@@ -67,6 +67,10 @@ COMMANDS = {
     "capture --config": ["capture", "--config", "{B}", "-o", "{O}_c.h5", "--duration", "1"],
     "live --config": ["live", "--config", "{B}", "-o", "{O}_l.h5", "--duration", "1"],
     "bringup --config": ["bringup", "--config", "{B}"],
+    "udev install": ["udev", "install", "{B}", "--rules-dir", "{R}", "--no-reload"],
+    "emulate pods --trajectory": ["emulate", "pods", "--firmware", "{G}", "--trajectory", "{B}",
+                                  "--duration", "1"],
+    "emulate pods --firmware": ["emulate", "pods", "--firmware", "{B}", "--duration", "1"],
 }  # fmt: skip
 
 
@@ -91,7 +95,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 def _args(command: str, bad: str, files: dict[str, Path], out: Path) -> list[str]:
     fill = {"{B}": bad, "{G}": str(files["good"]), "{O}": str(out), "{T}": str(files["tum"]),
-            "{K}": str(files["kitti"])}  # fmt: skip
+            "{K}": str(files["kitti"]), "{R}": str(out.parent)}  # fmt: skip
     out_args = []
     for a in COMMANDS[command]:
         for key, value in fill.items():

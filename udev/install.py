@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sensorbench.errors import OutputError, UdevError
-from sensorbench.logs.atomic_output import atomic_output
+from sensorbench.logs.atomic_output import atomic_output, regular_input
 from sensorbench.udev.rules import DEFAULT_FILENAME, check_rules_text
 
 RULES_DIR = Path("/etc/udev/rules.d")
@@ -82,7 +82,7 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
     """
     source_path = Path(source)
     try:
-        text = source_path.read_text(encoding="utf-8")
+        text = regular_input(source_path, UdevError, "rules file").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UdevError(f"cannot read rules file {source_path}: {exc}") from exc
     try:
