@@ -17,6 +17,7 @@ from sensorbench.drivers.capture import BringupResult, CaptureOptions, CaptureRe
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
+from sensorbench.logs.atomic_output import make_dir
 from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 from sensorbench.sim.pose_source import SimPoseSource
@@ -74,7 +75,7 @@ def capture_scenario(
     t_start = time.monotonic()
     warm_up_kernels()  # before the emulators and readers start: a compile stalls them all
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(run_dir, "nothing was captured")
     label = label or scenario.name
     cfg_path = run_dir / f"robot-{''.join(c if c.isalnum() else '_' for c in label)}.toml"
     cfg_path.write_text(subset_config_text(DEFAULT_CONFIG.read_text(), devices))

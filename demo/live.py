@@ -16,6 +16,7 @@ from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime
+from sensorbench.logs.atomic_output import make_dir
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 
 MODELS = DEFAULT_CONFIG.parent / "models"
@@ -58,7 +59,7 @@ def run_live_demo(
     ``on_status`` gets capture's status ticks and the runtime (its counters);
     ``pods_firmware``: an ATmega328P image to run under simavr as the pod MCU. LiveError
     when the view cannot listen on ``foxglove``, SimError when the firmware cannot run."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir, "nothing was started")
     session = out_dir / "live.h5"
     n = 2
     while session.exists():

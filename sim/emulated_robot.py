@@ -11,6 +11,7 @@ from typing import Any
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.robot_config import RobotConfig, load_robot_config
 from sensorbench.errors import ConfigError, SimError
+from sensorbench.logs.atomic_output import disk_error_text
 from sensorbench.sim.emulator_base import SimClock, apply_fault, fault_schedule
 from sensorbench.sim.kind_emulators import EmulatorRequest
 from sensorbench.sim.scenario import Scenario
@@ -39,7 +40,11 @@ class EmulatedRobot:
         pods_firmware: str | os.PathLike[str] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file there, an unwritable parent
+            raise SimError(f"cannot use {self.run_dir} as the run directory: "
+                           f"{disk_error_text(exc)}") from None
         self.config_path = Path(config) if config is not None else DEFAULT_CONFIG
         self.config: RobotConfig = load_robot_config(self.config_path, run_dir=self.run_dir)
         emu = self.config.extra.get("emulation", {})

@@ -67,3 +67,16 @@ def test_an_earlier_runs_link_is_replaced_then_removed(tmp_path) -> None:
                                     "--duration", "0.5"])  # fmt: skip
     assert done.exit_code == 0, done.output
     assert not os.path.lexists(link)
+
+
+@pytest.mark.parametrize("where", ["a FIFO", "under /proc"])
+def test_a_run_directory_that_cannot_be_made_is_a_message(tmp_path, where) -> None:
+    """``emulate robot --run-dir`` on a FIFO or where no directory can be made raised
+    FileExistsError / FileNotFoundError."""
+    run = tmp_path / "fifo" if where == "a FIFO" else Path("/proc/sensorbench-run")
+    if where == "a FIFO":
+        os.mkfifo(run)
+    done = CliRunner().invoke(cli, ["emulate", "robot", "--run-dir", str(run),
+                                    "--duration", "0.5"])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert f"cannot use {run} as the run directory" in done.output, done.output
