@@ -151,6 +151,8 @@ class CdrRows:
         """One value per row or (n, m) values: aligned to the type's size."""
         a = np.asarray(values, dtype=dtype)
         self.align(a.dtype.itemsize)
+        if self.n == 0:  # no rows: no width to take from the values
+            return
         if self.n == 1:
             self.const(a.tobytes())
             return
@@ -187,12 +189,15 @@ class CdrRows:
 
     def seq(self, values: np.ndarray | Sequence[float], dtype: str) -> None:
         """A sequence of one primitive type (``<f4``, ``<f8``), as long in every row."""
-        a = np.asarray(values, dtype=dtype).reshape(self.n, -1)
+        a = np.asarray(values, dtype=dtype)
+        a = a.reshape(self.n, -1) if self.n else a.reshape(0, 0)
         self.u32(a.shape[1])
         if a.shape[1]:
             self.column(a, dtype)
 
     def rows(self) -> list[bytes]:
+        if self.n == 0:
+            return []
         if self.n == 1:
             return [b"".join(cast(list[bytes], self.parts))]
         wide = [np.broadcast_to(np.frombuffer(p, np.uint8), (self.n, len(p)))

@@ -181,7 +181,8 @@ def count_steps(
     """Counts beyond :data:`MAX_ABS_COUNT` and steps faster than :data:`MAX_COUNTS_PER_S`
     (over the frames' host interval, at least :data:`MIN_STEP_S`), and where they are
     (a mask shaped like ``counts``)."""
-    c = np.asarray(counts, dtype=np.int64).reshape(len(host_ns), -1)
+    c = np.asarray(counts, dtype=np.int64)
+    c = c.reshape(len(host_ns), -1) if c.size else c.reshape(len(host_ns), 0)
     huge = (c > MAX_ABS_COUNT) | (c < -MAX_ABS_COUNT)
     problems = _first(
         f"{key}/counts", huge, "a count beyond ±2**53 is not a cumulative count (INT64_MIN?)"

@@ -167,10 +167,9 @@ def mcap_lines(done: Any, output: Path) -> list[str]:
     """``export --format mcap``: messages per topic, rays per lidar turn (and points left
     out), the stamps' offset (ns) and the invalid samples skipped."""
     counts = done.messages
-    out = [
-        f"wrote {sum(counts.values())} messages to {output}: "
-        + ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
-    ]
+    topics = ", ".join(f"{t} {n}" for t, n in sorted(counts.items()))
+    out = [f"wrote {sum(counts.values())} messages to {output}" + (f": {topics}" if topics else
+                                                                  " (the streams hold no rows)")]
     for lidar, bins in done.bins.items():
         dropped = done.points_dropped[lidar]
         note = f", {dropped} point(s) sharing a ray with a nearer one not written"

@@ -446,3 +446,35 @@ def test_every_session_defect_is_a_check_error_of_its_own() -> None:
         SESSION_DEFECTS
     )
     assert not math.isnan(0.0)
+
+
+EMPTY_COMMANDS = {
+    "info": ["info", "{S}"],
+    "check": ["check", "{S}"],
+    "export mcap": ["export", "{S}", "--format", "mcap", "-o", "{O}.mcap"],
+    "export csv": ["export", "{S}", "--format", "csv", "--stream", "pods", "-o", "{O}.csv"],
+    "export tum": ["export", "{S}", "--format", "tum", "--stream", "mocap", "-o", "{O}.tum"],
+}
+
+
+@pytest.mark.parametrize("command", EMPTY_COMMANDS)
+def test_streams_without_rows_are_summarised_and_exported(tmp_path, command) -> None:
+    """A capture whose devices never delivered leaves declared, empty streams: ``info``,
+    ``check`` and ``export --format mcap`` raised ValueError (an empty counts table
+    reshaped, an empty CDR table) and ``info`` printed numpy's "Mean of empty slice"."""
+    import warnings
+
+    from sensorbench.logs import SessionWriter
+
+    path = tmp_path / "empty.h5"
+    with SessionWriter(path, label="empty", swmr=False) as w:
+        w.add_lidar("front", attrs={"model": "LD19"})
+        w.add_encoder("pods", 3)
+        w.add_pose("mocap", "mocap")
+    args = [a.replace("{S}", str(path)).replace("{O}", str(tmp_path / "out"))
+            for a in EMPTY_COMMANDS[command]]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        done = CliRunner().invoke(cli, args)
+    assert done.exception is None, done.exc_info
+    assert done.exit_code == 0, done.output
