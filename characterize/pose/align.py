@@ -124,7 +124,8 @@ class PoseTrack:
         idx = np.flatnonzero(self.valid)
         order = idx[np.argsort(self.t_s[idx], kind="stable")]
         t = self.t_s[order]
-        keep = np.concatenate([[True], np.diff(t) > 0])
+        keep = np.ones(t.size, bool)  # the first of each time (none when nothing is valid)
+        keep[1:] = np.diff(t) > 0
         order = order[keep]
         if order.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")

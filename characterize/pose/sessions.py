@@ -180,10 +180,12 @@ def load_tracks(
                 )
         bs = s.pose(sensor).read(w0, w1)
         br = s.pose(reference).read(w0, w1)
-    if len(br.t_ns) < 3 or len(bs.t_ns) < 3:
+    counts = [int(np.count_nonzero(b.valid)) for b in (bs, br)]
+    if min(counts) < 3:
         window = "" if w0 is None and w1 is None else " in the --t-start/--t-end window"
         raise SessionError(
-            f"{path}: pose streams {sensor!r}/{reference!r} have < 3 samples{window}"
+            f"{path}: pose streams {sensor!r}/{reference!r} have {counts[0]}/{counts[1]} valid "
+            f"samples{window}, fewer than 3"
         )
     ref = PoseTrack((br.t_ns - t0) * 1e-9, br.position, br.quat_xyzw, br.valid, br.flags, reference)
     sen = PoseTrack((bs.t_ns - t0) * 1e-9, bs.position, bs.quat_xyzw, bs.valid, bs.flags, sensor)
