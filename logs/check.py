@@ -116,7 +116,7 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
                 if not any(d == key or d.startswith(key + "/") for d in damaged):
                     _check_stream(report, kind, key, f[key])
         if isinstance(f.get("truth"), h5py.Group):
-            report.errors += _truth_problems(f["truth"])
+            report.errors += _truth_problems(f["truth"], damaged)
         if status == FileStatus.WRITING and not report.in_use:
             report.warnings.append(
                 "the file was not closed: its writer was killed or failed; "
@@ -125,13 +125,16 @@ def check_session(path: str | os.PathLike[str]) -> CheckReport:
     return report
 
 
-def _truth_problems(truth: h5py.Group) -> list[str]:
+def _truth_problems(truth: h5py.Group, damaged: set[str]) -> list[str]:
     """:func:`truth_problems` of every truth group holding one of :data:`TRUTH_ROWS`'s
-    datasets (a partner without its times too)."""
+    datasets (a partner without its times too) whose layout is sound (``damaged``: the
+    datasets the layout check named, never read)."""
     groups: list[h5py.Group] = [truth]
     truth.visititems(lambda _, obj: groups.append(obj) if isinstance(obj, h5py.Group) else None)
     out = []
     for g in groups:
+        if any(d.startswith(g.name.lstrip("/") + "/") for d in damaged):
+            continue
         for times, partners in TRUTH_ROWS.items():
             if times in g or any(n in g for n, _ in partners):
                 out += truth_problems(g, times)

@@ -124,3 +124,17 @@ def test_damaged_relocalization_truth_is_named_by_check_and_refused_by_the_repor
     assert f"/truth/pose_sensor/{named}" in done.output
     with pytest.raises(SessionError, match="/truth/pose_sensor/"):
         simulated_wrong(path, "pose_sensor")
+
+
+def test_a_truth_dataset_declaring_absurd_rows_is_named_not_read(session, tmp_path) -> None:
+    """2⁴⁰ rows declared in a 3 MB file: check read it to compare the rows (an 8 TiB
+    MemoryError); the layout check names it and the rows check leaves it unread."""
+
+    def damage(f: h5py.File) -> None:
+        del f["truth/pose/x_y_yaw"]
+        f["truth/pose"].create_dataset("x_y_yaw", shape=(2**40, 3), dtype="f8", chunks=(1024, 3))
+
+    path = _damaged(session, tmp_path, damage)
+    done = CliRunner().invoke(cli, ["check", str(path)])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exc_info
+    assert done.exit_code == 1 and "/truth/pose/x_y_yaw: shape (1099511627776, 3)" in done.output
