@@ -159,3 +159,19 @@ def motive_text(
             cells += [f"{v:.6f}" for v in (0, 0, 0, 1, 5, 5, 5)] + ["0.0001"]
         lines.append(",".join([str(k), f"{t[k]:.6f}", *cells]))
     return "\n".join(lines) + "\n", pos, quat
+
+
+def still_session(directory: Path, seconds: float, extra: str = "") -> Path:
+    """``simulate`` of the robot standing still for ``seconds`` s with every sensor (the
+    scenario TOML ``extra`` appended), written to ``directory/still.h5``."""
+    from click.testing import CliRunner
+
+    from sensorbench.cli import cli
+
+    scenario = directory / "still.toml"
+    scenario.write_text(f'name = "still"\n[trajectory]\nkind = "hold"\nhold_s = {seconds}\n'
+                        f"lead_in_s = 0.0\nlead_out_s = 0.0\n{extra}")  # fmt: skip
+    out = directory / "still.h5"
+    done = CliRunner().invoke(cli, ["simulate", "--scenario", str(scenario), "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    return out

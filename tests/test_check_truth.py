@@ -12,6 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import session_util as su
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
@@ -19,19 +20,6 @@ from sensorbench.errors import SessionError
 from sensorbench.report.data import simulated_wrong
 
 PODS = str(Path(__file__).parent / "data" / "old_model_files" / "pods.toml")
-SCENARIO = """name = "short"
-description = "2 s still, every sensor, one relocalization"
-[robot]
-start_xy_m = [0.0, 0.0]
-start_yaw_deg = 0.0
-[trajectory]
-kind = "hold"
-hold_s = 2.0
-lead_in_s = 0.0
-lead_out_s = 0.0
-[pose_sensor]
-reloc_times_s = [1.0]
-"""
 
 
 def _replace(name: str, make: Callable[[np.ndarray], np.ndarray]) -> Callable[[h5py.File], None]:
@@ -77,12 +65,9 @@ RELOC = {
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("truth")
-    (d / "short.toml").write_text(SCENARIO)
-    done = CliRunner().invoke(cli, ["simulate", "--scenario", str(d / "short.toml"),
-                                    "-o", str(d / "s.h5")])  # fmt: skip
-    assert done.exit_code == 0, done.output
-    return d / "s.h5"
+    """2 s standing still, every sensor, one relocalization."""
+    return su.still_session(tmp_path_factory.mktemp("truth"), 2.0,
+                            "[pose_sensor]\nreloc_times_s = [1.0]\n")
 
 
 def _damaged(session: Path, tmp_path: Path, damage: Callable[[h5py.File], None]) -> Path:

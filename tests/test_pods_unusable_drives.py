@@ -12,29 +12,18 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import session_util as su
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
 
 MODELS = Path(__file__).parents[1] / "examples" / "models"
 PODS = str(MODELS / "pods-emulated.toml")
-STILL = """name = "still"
-[trajectory]
-kind = "hold"
-hold_s = 2.0
-lead_in_s = 0.0
-lead_out_s = 0.0
-"""
 
 
 @pytest.fixture(scope="module")
 def still(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("still")
-    (d / "still.toml").write_text(STILL)
-    done = CliRunner().invoke(cli, ["simulate", "--scenario", str(d / "still.toml"),
-                                    "-o", str(d / "still.h5")])  # fmt: skip
-    assert done.exit_code == 0, done.output
-    return d / "still.h5"
+    return su.still_session(tmp_path_factory.mktemp("still"), 2.0)
 
 
 def _run(*args: str) -> str:

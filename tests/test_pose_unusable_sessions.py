@@ -10,28 +10,17 @@ from pathlib import Path
 
 import h5py
 import pytest
+import session_util as su
 from click.testing import CliRunner
 
 from sensorbench.cli import cli
 
-SHORT = """name = "short"
-[trajectory]
-kind = "hold"
-hold_s = 6.0
-lead_in_s = 0.0
-lead_out_s = 0.0
-"""
 MODEL = str(Path(__file__).parent / "data" / "old_model_files" / "pose_error.toml")
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("pose")
-    (d / "short.toml").write_text(SHORT)
-    done = CliRunner().invoke(cli, ["simulate", "--scenario", str(d / "short.toml"),
-                                    "-o", str(d / "s.h5")])  # fmt: skip
-    assert done.exit_code == 0, done.output
-    return d / "s.h5"
+    return su.still_session(tmp_path_factory.mktemp("pose"), 6.0)
 
 
 @pytest.mark.parametrize("command", ["fit pose-error", "validate", "report"])
