@@ -96,6 +96,8 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     )
     from sensorbench.live.udp import parse_address
 
+    if udp_addr is not None and pods_path is None:  # it would run and send nothing
+        raise click.UsageError("--udp sends the filters' poses: it needs --pods (the pod geometry)")
     if not ros2:
         _refuse_unused_ros2_options(ctx)
     config = load_robot_config(config_path, run_dir=run_dir)

@@ -293,3 +293,17 @@ def test_a_steps_estimate_rows_in_scalars_are_the_vectorised_ones_bit_for_bit() 
     assert t_ns == estimate_times_ns(t0_ns, t_s).tolist()
     assert flags == estimate_flags(degraded, coasting).tolist()
     assert set(flags) == {0, 4, 8, 4 | 8}
+
+
+def test_udp_without_a_pod_model_is_a_usage_error(tmp_path) -> None:
+    """Without --pods no filter runs: ``live --udp`` ran and sent nothing, without a word."""
+    from click.testing import CliRunner
+
+    from sensorbench.cli import cli
+
+    config = Path(__file__).parents[1] / "examples" / "robot.toml"
+    args = ["live", "--config", str(config), "--allow-missing", "--udp", "127.0.0.1:9870",
+            "-o", str(tmp_path / "s.h5")]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 2 and "--udp sends the filters' poses" in done.output, done.output
+    assert not (tmp_path / "s.h5").exists()
