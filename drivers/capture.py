@@ -270,7 +270,9 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
     brought up nor summarised.
     """
     opts = options or CaptureOptions()
-    _check_output(Path(output), duration_s)
+    if not duration_s > 0:
+        raise SessionError(f"duration must be > 0 s, got {duration_s}")
+    check_new_output(output)
     stop = stop or threading.Event()
     result = CaptureResult(Path(output), 0.0, "duration")
     result.bringup, handles = bring_up(config, keep=True)
@@ -315,13 +317,6 @@ def run_capture(config: RobotConfig, output: str | os.PathLike[str], duration_s:
         result.stopped_by, result.error = _writer_stop(writer, exc)
     result.devices = summarize(Path(output), config, statuses)
     return result
-
-
-def _check_output(output: Path, duration_s: float) -> None:
-    """Refuse a non-positive duration, an existing output or an unwritable directory."""
-    if not duration_s > 0:
-        raise SessionError(f"duration must be > 0 s, got {duration_s}")
-    check_new_output(output)
 
 
 def _session_attrs(
