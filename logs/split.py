@@ -173,7 +173,7 @@ def _split(
         bounds = piece_bounds(start, end, pieces, every_s)
         names = [out_dir / f"{src_path.stem}_piece{k + 1}.h5" for k in range(len(bounds))]
         for n in names:
-            if n.exists():
+            if os.path.lexists(n):  # a dangling link too: never replaced
                 raise SessionError(f"{n} exists; choose another directory or remove it")
         make_dir(out_dir, "nothing was written")  # once the session is known to be one
         digest = file_sha256(src_path)

@@ -157,6 +157,10 @@ def test_every_seconds_and_bad_requests(long_session, tmp_path) -> None:
     assert len(list((tmp_path / "e").glob("*.h5"))) == int(np.ceil(span_s / 60))
     r = _run("split", long_session, "--every", 60, "-o", tmp_path / "e")
     assert r.exit_code == 2 and "exists" in r.output
+    (tmp_path / "d").mkdir()  # a dangling link where a piece goes was "appeared while written"
+    (tmp_path / "d" / f"{long_session.stem}_piece1.h5").symlink_to("/nonexistent")
+    r = _run("split", long_session, "--pieces", 2, "-o", tmp_path / "d")
+    assert r.exit_code == 2 and "piece1.h5 exists" in r.output, r.output
     r = _run("split", long_session, "-o", tmp_path / "n")
     assert r.exit_code == 2 and "exactly one of --pieces N or --every S" in r.output
     for every in (span_s + 1, 1e300):  # longer than the session: one piece (1e300 s overflowed)
