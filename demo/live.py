@@ -62,7 +62,7 @@ def run_live_demo(
     make_dir(out_dir, "nothing was started")
     session = out_dir / "live.h5"
     n = 2
-    while session.exists():
+    while os.path.lexists(session):
         session, n = out_dir / f"live-{n}.h5", n + 1
     config = None if pods_firmware is None else firmware_config(out_dir)
     with EmulatedRobot(
