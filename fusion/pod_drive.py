@@ -305,7 +305,7 @@ def align_drive(drive: Drive, interval_s: float) -> float:
         overlap = min(drive.t_enc[-1], drive.t_ref[-1]) - max(drive.t_enc[0], drive.t_ref[0])
         if overlap <= 0:
             raise FitError(f"{drive.label}: encoder and reference streams do not overlap in time")
-        why = ("record longer" if overlap < 6 * interval_s else
+        why = ("record longer or align over shorter intervals" if overlap < 6 * interval_s else
                "the robot hardly moved: the fit needs drives that move")
         raise FitError(f"{drive.label}: encoder and reference overlap for {overlap:.1f} s, "
                        f"fewer than 6 usable intervals of {interval_s:g} s: {why}")

@@ -66,4 +66,5 @@ def test_a_robot_that_never_moved_is_refused_by_the_noise_fit(still, tmp_path) -
 
 def test_a_drive_too_short_to_align_says_so(still, tmp_path) -> None:
     out = _run("fit", "pods", str(still), "-o", str(tmp_path / "p.toml"))
-    assert "overlap for 2.0 s" in out and "record longer" in out, out
+    assert "overlap for 2.0 s" in out, out
+    assert "record longer or align over shorter intervals" in out, out
