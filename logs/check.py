@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 
 from sensorbench.errors import OutputError, SessionError
-from sensorbench.logs.atomic_output import disk_error, link_no_clobber, temp_name
+from sensorbench.logs.atomic_output import disk_error, link_no_clobber, same_file, temp_name
 from sensorbench.logs.batches import LidarTurns
 from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
@@ -170,7 +170,7 @@ def refuse_unusable(
         key = _closed_recording(path, command)
         for (k, p), first in seen.items():
             if k == key[0] and (p == key[1] or 0 in (p, key[1])):
-                what = (f"{path} is given twice" if first.resolve() == path.resolve() else
+                what = (f"{path} is given twice" if same_file(first, path) else
                         f"{first} and {path} are one recording (the same host and clock "
                         "anchors: a copy, or a piece of the other)")  # fmt: skip
                 raise SessionError(f"{what}; {command} counts each recording once")

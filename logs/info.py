@@ -60,8 +60,9 @@ def session_info(path: str | os.PathLike[str]) -> dict[str, Any]:
             st = s.lidar(name)
             index = st.read_index()
             problems += lidar_problems(f"lidar/{name}", st.read(validate=False))[0]
-            per_turn = {"points_per_turn_median": float(np.median(index["count"]))} if len(
-                index) else {}  # fmt: skip
+            per_turn = {}
+            if len(index):  # the median of no turns is nan and a numpy warning
+                per_turn["points_per_turn_median"] = float(np.median(index["count"]))
             add("lidar", name, st, index["t_first_ns"], "turns", points=st.n_points, **per_turn)
         for name in s.raw_names():
             st = s.raw(name)

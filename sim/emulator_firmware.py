@@ -87,7 +87,8 @@ class FirmwarePodEmulator(PtyEmulator):
         self.elf = Path(elf)
         if not os.path.lexists(self.elf):
             raise SimError(f"{self.elf}: no such firmware image (build it: make -C firmware)")
-        head = regular_input(self.elf, SimError, "firmware image").read_bytes()[:20]
+        with regular_input(self.elf, SimError, "firmware image").open("rb") as f:
+            head = f.read(20)
         if head[:4] != b"\x7fELF" or head[18:20] != EM_AVR.to_bytes(2, "little"):
             raise SimError(f"{self.elf}: not an AVR ELF image (build one: make -C firmware)")
         inject = inject or Injected()
