@@ -29,9 +29,13 @@ SIM_T0_NS = 1_000_000_000_000
 _T = TypeVar("_T")
 TRUTH_RATE_HZ = 500.0
 """Rate of the true pose and twist stored in ``/truth/pose`` (Hz)."""
-MAX_DURATION_S = 1800.0
-"""Longest run simulated (s): a run is built in memory, about 1 MB per simulated second
-with every sensor (0.9 MB/s measured on a still robot), so about 2 GB at this bound."""
+MODEL_MB_PER_S = {"lidar": 1.0, "pods": 0.3, "mocap": 0.02, "pose_sensor": 0.01}
+"""Peak memory while one model builds its run (MB per simulated second; measured peaks on
+``square``: an LD19 0.85, the pods 0.29, mocap 0.018, the pose sensor 0.008)."""
+MODEL_MAX_MB = 1800.0
+"""Largest run a model builds in memory (MB): a lidar takes runs of up to 1 800 s."""
+MAX_DURATION_S = MODEL_MAX_MB / min(MODEL_MB_PER_S.values())
+"""Longest run any model takes (s): the pose sensor's."""
 
 SENSOR_STREAMS = ("pods", "imu", "mocap", "pose_sensor")
 
@@ -63,9 +67,9 @@ class Simulation:
             raise SimError(f"{sc.source}: the run lasts 0 s; set duration_s or a trajectory")
         if not self.duration_s <= MAX_DURATION_S:
             raise SimError(
-                f"{sc.source}: the run lasts {self.duration_s:.6g} s; the simulator builds a "
-                f"run in memory (about 1 MB per s) and takes at most {MAX_DURATION_S:g} s: "
-                "split it into shorter scenarios")
+                f"{sc.source}: the run lasts {self.duration_s:.6g} s; the simulator builds "
+                f"runs in memory and takes at most {MAX_DURATION_S:g} s (a lidar at most "
+                f"{MODEL_MAX_MB / MODEL_MB_PER_S['lidar']:g} s): split it into shorter scenarios")
         self._check_clearance()
         self.body: World = World(build_obstacles(r["occluders"]))
         for name, p in sc.lidars.items():
@@ -79,24 +83,27 @@ class Simulation:
         self._cache: dict[str, object] = {}
 
     def _check_clearance(self) -> None:
-        t = np.arange(0.0, self.duration_s, 0.05)
-        x, y, yaw = self.trajectory.pose(t)
+        """SimError at the first 50-ms step whose footprint leaves the lab or enters an
+        obstacle (checked 1 000 s at a time: memory stays bounded on long runs)."""
         fp = np.asarray(self.scenario.robot["footprint_m"], float)
-        c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
-        px = x[:, None] + c * fp[None, :, 0] - s * fp[None, :, 1]
-        py = y[:, None] + s * fp[None, :, 0] + c * fp[None, :, 1]
         w, d = self.scenario.world["size_m"]
-        outside = (np.abs(px) > w / 2) | (np.abs(py) > d / 2)
-        inside = self.world.contains_obstacle_point(px.ravel(), py.ravel()).reshape(px.shape)
-        bad = (outside | inside).any(axis=1)
-        if bad.any():
-            k = int(np.argmax(bad))
-            where = "outside the lab walls" if outside[k].any() else "inside an obstacle"
-            raise SimError(
-                f"{self.scenario.source}: the robot footprint is {where} at t = {t[k]:.2f} s "
-                f"(pose x = {x[k]:.2f} m, y = {y[k]:.2f} m); move robot.start_xy_m or the "
-                "obstacles, or shorten the trajectory"
-            )
+        for t0 in np.arange(0.0, self.duration_s, 1000.0):
+            t = np.arange(t0, min(t0 + 1000.0, self.duration_s), 0.05)
+            x, y, yaw = self.trajectory.pose(t)
+            c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+            px = x[:, None] + c * fp[None, :, 0] - s * fp[None, :, 1]
+            py = y[:, None] + s * fp[None, :, 0] + c * fp[None, :, 1]
+            outside = (np.abs(px) > w / 2) | (np.abs(py) > d / 2)
+            inside = self.world.contains_obstacle_point(px.ravel(), py.ravel()).reshape(px.shape)
+            bad = (outside | inside).any(axis=1)
+            if bad.any():
+                k = int(np.argmax(bad))
+                where = "outside the lab walls" if outside[k].any() else "inside an obstacle"
+                raise SimError(
+                    f"{self.scenario.source}: the robot footprint is {where} at t = {t[k]:.2f} "
+                    f"s (pose x = {x[k]:.2f} m, y = {y[k]:.2f} m); move robot.start_xy_m or "
+                    "the obstacles, or shorten the trajectory"
+                )
 
     def rng(self, name: str) -> np.random.Generator:
         """A fresh copy of sensor ``name``'s own random stream (seed, scenario, campaign
@@ -137,8 +144,16 @@ class Simulation:
         return (p["mount_xy_m"][0], p["mount_xy_m"][1], float(np.deg2rad(p["mount_yaw_deg"])))
 
     def _cached(self, key: str, make: Callable[..., _T], *args: Any, **kw: Any) -> _T:
-        """``make(*args, **kw)``, computed once per ``key``."""
+        """``make(*args, **kw)``, computed once per ``key``. SimError: the run is longer than
+        the model builds in memory (:data:`MODEL_MAX_MB`)."""
         if key not in self._cache:
+            kind = key.split(":")[0]
+            longest_s = MODEL_MAX_MB / MODEL_MB_PER_S[kind]
+            if not self.duration_s <= longest_s:
+                raise SimError(
+                    f"{self.scenario.source}: the run lasts {self.duration_s:.6g} s; the "
+                    f"{kind} model builds it in memory (about {MODEL_MB_PER_S[kind]:g} MB per "
+                    f"s) and takes at most {longest_s:g} s: split it into shorter scenarios")
             self._cache[key] = make(*args, **kw)
         return self._cache[key]  # type: ignore[return-value]
 

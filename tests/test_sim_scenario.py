@@ -156,8 +156,8 @@ def test_every_shipped_scenario_runs_and_carries_the_robots_three_lidars() -> No
 @pytest.mark.parametrize("key", ["duration_s", "trajectory.hold_s", "trajectory.pause_s"])
 def test_a_run_longer_than_the_simulator_builds_is_refused_at_once(key: str) -> None:
     """A scenario of 10⁶ s asked for 2.4 GiB arrays (MemoryError) before any check: the
-    simulator builds a run in memory, about 1 MB per simulated second. Any run up to the
-    bound is accepted (the shipped scenarios are 10 s to minutes long)."""
+    simulator builds a run in memory. A run up to the longest any model takes is accepted
+    (the shipped scenarios are 10 s to minutes long)."""
     from sensorbench.sim.simulation import MAX_DURATION_S, Simulation
 
     hold = "[trajectory]\nkind = \"hold\"\nhold_s = 1.0\n"
@@ -171,6 +171,19 @@ def test_a_run_longer_than_the_simulator_builds_is_refused_at_once(key: str) -> 
         Simulation(parse_scenario(text, "long.toml", "long"))
     ok = f"name = \"long\"\nduration_s = {MAX_DURATION_S}\n{hold}"
     assert Simulation(parse_scenario(ok, "ok.toml", "ok")).duration_s == MAX_DURATION_S
+
+
+def test_each_model_takes_the_run_its_memory_allows() -> None:
+    """The bound is per model, by its memory per simulated second: a 2 000-s run is too
+    long for a lidar (about 1 MB/s, so 1 800 s) and is refused before it is built, but the
+    pose sensor (about 0.01 MB/s) builds it whole (its long-run statistics tests need 3 000 s)."""
+    from sensorbench.sim.simulation import Simulation
+
+    sim = Simulation(load_scenario("hold").with_overrides({"duration_s": 2000.0}), seed=1)
+    with pytest.raises(SimError, match=r"lidar model .* at most 1800 s"):
+        sim.lidar(sim.lidar_names()[0])
+    ps = sim.pose_sensor()
+    assert ps.t_s[-1] > 1990.0
 
 
 def _model_text(kind: str = "pose_error_gm", drop: str = "") -> str:
