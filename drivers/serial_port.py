@@ -37,6 +37,19 @@ def modem_channel_path(port: str | os.PathLike[str]) -> Path:
     return Path(f"/tmp/sensorbench-modem-{os.getuid()}") / name
 
 
+def foreign_channel_dir(directory: Path) -> str | None:
+    """Why the channel directory ``directory`` must not be used (None: it is a directory of
+    this user's that no one else can write). /tmp is shared: another user may have made
+    the directory (or a link in its place) to take the channels over."""
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{directory} is {file_kind(st.st_mode)}, not a directory"
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return (f"{directory} belongs to uid {st.st_uid} with mode "
+            f"{stat.S_IMODE(st.st_mode):o}: another user may have made it; remove it")
+    return None
+
+
 class ModemSerial(serial.Serial):
     """pyserial's ``Serial`` whose DTR also reaches an emulator through its channel.
 
@@ -62,14 +75,10 @@ class ModemSerial(serial.Serial):
 
     def _send_to_channel(self, message: bytes) -> None:
         if self._channel is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(os.fspath(modem_channel_path(self.port)))
-            except OSError:
-                sock.close()
+            self._channel = self._connect_channel()
+            if self._channel is None:
                 self.modem_lines = None
                 return
-            self._channel = sock
         try:
             self._channel.sendall(message)
             self._channel.settimeout(_ACK_TIMEOUT_S)
@@ -81,6 +90,18 @@ class ModemSerial(serial.Serial):
             self.modem_lines = None
             return
         self.modem_lines = "channel"
+
+    def _connect_channel(self) -> socket.socket | None:
+        """The emulator's channel of this pty; None without one, or when its directory is
+        not this user's own (:func:`foreign_channel_dir`)."""
+        path = modem_channel_path(self.port)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(OSError):
+            if foreign_channel_dir(path.parent) is None:
+                sock.connect(os.fspath(path))
+                return sock
+        sock.close()
+        return None
 
     def _drop_channel(self) -> None:
         sock, self._channel = self._channel, None

@@ -10,18 +10,22 @@ import socket
 import threading
 from collections.abc import Callable
 
-from sensorbench.drivers.serial_port import modem_channel_path
+from sensorbench.drivers.serial_port import foreign_channel_dir, modem_channel_path
+from sensorbench.errors import SimError
 
 _POLL_S = 0.05  # how often the serving thread looks at its stop flag (s)
 
 
 class ModemLineChannel:
     """The channel of the pty ``pty_path`` (``/dev/pts/N``), served on a thread that calls
-    ``on_change`` with the new DTR level (True: asserted) on every change."""
+    ``on_change`` with the new DTR level (True: asserted) on every change. SimError: the
+    channel directory in /tmp is not this user's own."""
 
     def __init__(self, pty_path: str, on_change: Callable[[bool], None]) -> None:
         self.path = modem_channel_path(pty_path)
         self.path.parent.mkdir(mode=0o700, exist_ok=True)
+        if why := foreign_channel_dir(self.path.parent):
+            raise SimError(f"the modem-line channel cannot be served: {why}")
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by an emulator that died on a pty number now reused
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
