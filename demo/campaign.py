@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from sensorbench.demo.capture import CapturedSession, capture_scenario
-from sensorbench.errors import FitError, OutputError, SimError
-from sensorbench.logs.atomic_output import file_kind, make_dir
+from sensorbench.errors import FitError, SimError
+from sensorbench.logs.atomic_output import atomic_output, make_dir
 from sensorbench.sim.scenario import Scenario, load_scenario
 
 ProgressFn = Callable[[str], None]
@@ -79,11 +79,6 @@ def run_demo(
     a SensorbenchError when any capture, fit or report step failed."""
     out = Path(out_dir)
     for d in ("sessions", "models", "run", "report"):
-        if os.path.lexists(out / d) and not (out / d).is_dir():
-            kind = file_kind(os.lstat(out / d).st_mode)
-            raise OutputError(f"{out / d} is {kind}; the demo writes a directory there: "
-                              "choose another -o or remove it")
-    for d in ("sessions", "models", "run"):
         make_dir(out / d, "nothing was written")
     run = _Run(plan, DemoResult(out), progress or (lambda _msg: None))
     reloc = _capture_all(run)
@@ -213,7 +208,9 @@ def fit_pods_model(sessions: list[Path], output: Path, speed: float = 1.0) -> Pa
     fit = fit_pods(drives, interval_s=POD_INTERVAL_SIM_S / speed, slip_window_s=WINDOW_S / speed)
     if not fit.complete:
         raise FitError("pod fit incomplete: " + "; ".join(fit.refusals()))
-    return fit.save(output, provenance(sessions, {**fit.options, "emulation_speed": speed}))
+    with atomic_output(output, force=True) as tmp:  # never through a link, FIFO or device
+        fit.save(tmp, provenance(sessions, {**fit.options, "emulation_speed": speed}))
+    return output
 
 
 def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed: float) -> Path:
@@ -229,7 +226,8 @@ def fit_noise_model(sessions: list[Path], pods_model: Path, output: Path, speed:
     fit = fit_noise(list(sessions), geometry, align_interval_s=0.5 / speed,
         drift_interval_s=INTERVAL_S / speed)
     prov = provenance([*sessions, pods_model], {"pods_model": str(pods_model)})
-    save_noise_model(output, fit.noise, prov, fit.model_report())
+    with atomic_output(output, force=True) as tmp:
+        save_noise_model(tmp, fit.noise, prov, fit.model_report())
     return output
 
 
@@ -239,7 +237,8 @@ def fit_pose_model(sessions: list[Path], output: Path) -> Path:
 
     c = prepare_sessions(list(sessions), "pose_sensor", "mocap")
     model = fit_prepared(c.prepared, "pose_sensor", "mocap", time_offset=c.time_offset)
-    model.save(output)
+    with atomic_output(output, force=True) as tmp:
+        model.save(tmp)
     if not np.all(np.isfinite(model.params_array())):
         raise FitError(f"pose-error fit gave non-finite parameters; see {output}")
     return output

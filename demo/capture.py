@@ -17,7 +17,7 @@ from sensorbench.drivers.capture import BringupResult, CaptureOptions, CaptureRe
 from sensorbench.drivers.kernels import warm_up as warm_up_kernels
 from sensorbench.errors import SimError
 from sensorbench.logs import SessionWriter
-from sensorbench.logs.atomic_output import make_dir
+from sensorbench.logs.atomic_output import atomic_output, make_dir
 from sensorbench.logs.model_file import dumps_toml
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 from sensorbench.sim.pose_source import SimPoseSource
@@ -78,7 +78,8 @@ def capture_scenario(
     make_dir(run_dir, "nothing was captured")
     label = label or scenario.name
     cfg_path = run_dir / f"robot-{''.join(c if c.isalnum() else '_' for c in label)}.toml"
-    cfg_path.write_text(subset_config_text(DEFAULT_CONFIG.read_text(), devices))
+    with atomic_output(cfg_path, force=True) as tmp:  # never through a link, FIFO or device
+        tmp.write_text(subset_config_text(DEFAULT_CONFIG.read_text(), devices))
     lead_in, sc_lead_in = bringup_budget_s * speed, scenario.trajectory["lead_in_s"]
     sc = scenario.with_overrides({"trajectory": {"lead_in_s": sc_lead_in + lead_in}})
     robot = EmulatedRobot(

@@ -16,7 +16,7 @@ from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import SimError
 from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime
-from sensorbench.logs.atomic_output import make_dir
+from sensorbench.logs.atomic_output import atomic_output, make_dir
 from sensorbench.sim.emulated_robot import DEFAULT_CONFIG, EmulatedRobot
 
 MODELS = DEFAULT_CONFIG.parent / "models"
@@ -40,7 +40,8 @@ def firmware_config(out_dir: Path) -> Path:
     entry = re.compile(r'(name = "pods"\n(?:[^\[\n].*\n|\n)*?)imu = true')
     changed, n = entry.subn(r"\1imu = false", text)
     path = out_dir / "robot-firmware.toml"
-    path.write_text(changed, encoding="utf-8")
+    with atomic_output(path, force=True) as tmp:  # never through a link, FIFO or device
+        tmp.write_text(changed, encoding="utf-8")
     pods = [d for d in load_robot_config(path, run_dir=out_dir).devices if d.kind == "pods"]
     if n != 1 or len(pods) != 1 or pods[0].imu:
         raise SimError(f"{DEFAULT_CONFIG}: no single pods entry with imu = true to serve")

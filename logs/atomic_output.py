@@ -49,7 +49,10 @@ def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseExceptio
 
 def make_dir(path: Path, consequence: str) -> None:
     """``mkdir -p path`` for an output directory; OutputError naming ``path`` and
-    ``consequence`` when it cannot be made."""
+    ``consequence`` when it cannot be made (what is there instead, when it is not one)."""
+    if os.path.lexists(path) and not path.is_dir():
+        raise OutputError(f"{path} is {file_kind(os.lstat(path).st_mode)}, not a directory: "
+                          f"choose another or remove it; {consequence}")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

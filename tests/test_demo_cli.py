@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -71,5 +72,7 @@ def test_demo_refuses_a_file_where_it_writes_a_directory(tmp_path: Path, where, 
     res = CliRunner().invoke(cli, ["demo", "--quick", "-o", str(out)])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
     assert res.exit_code == 2, res.output
-    assert f"{out / where} is {what}" in res.output
-    assert [p.name for p in out.iterdir()] == [where]  # nothing else was made
+    assert f"{out / where} is {what}, not a directory" in res.output
+    assert os.path.lexists(out / where) and not (out / where).is_dir()  # left as it was
+    made = [p for p in out.iterdir() if p.name != where]
+    assert all(p.is_dir() and not any(p.iterdir()) for p in made)  # nothing written
