@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from sensorbench.cli import cli, subgroup
 from sensorbench.commands import options as opt
 from sensorbench.commands.progress import StatusPrinter
 from sensorbench.drivers.robot_config import load_robot_config
-from sensorbench.errors import OutputError, SimError
+from sensorbench.errors import SimError
 from sensorbench.json_doc import to_json
 from sensorbench.sim.serve import serve_until_stopped, speed_shortfall, stop_on_signals
 
@@ -197,12 +196,6 @@ def emulate_pods_cmd(scenario: str, seed: int, speed: float, protocol: str, link
     else:
         if protocol != "binary":
             raise click.UsageError("--firmware sends binary frames only (no --protocol csv)")
-        if events is not None and os.path.exists(events):  # appended to: a FIFO never opens
-            from sensorbench.logs.atomic_output import file_kind
-
-            if not os.path.isfile(events):
-                kind = file_kind(os.stat(events).st_mode)
-                raise OutputError(f"{events} is {kind}: --events appends to a regular file")
         from sensorbench.sim.emulator_firmware import FirmwarePodEmulator
         from sensorbench.sim.pod_trajectory import PodTrajectory
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from sensorbench.errors import SimError
-from sensorbench.logs.atomic_output import regular_input
+from sensorbench.logs.atomic_output import file_kind, regular_input
 from sensorbench.sim.emulator_base import PtyEmulator
 from sensorbench.sim.modem_lines import ModemLineChannel
 from sensorbench.sim.pod_trajectory import PodTrajectory
@@ -102,6 +102,9 @@ class FirmwarePodEmulator(PtyEmulator):
             )
         self._events = Path(events) if events is not None else None
         if self._events is not None:
+            if os.path.exists(self._events) and not self._events.is_file():
+                kind = file_kind(os.stat(self._events).st_mode)  # a FIFO would never open
+                raise SimError(f"{events} is {kind}: the events are appended to a regular file")
             try:
                 self._events.touch()
             except OSError as exc:
