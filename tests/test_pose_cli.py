@@ -96,6 +96,17 @@ def test_bad_input_exits_2_with_message(sim_sessions, tmp_path):
     assert "not a pose-error model" in r.output
 
 
+@pytest.mark.parametrize("command", ["fit pose-error", "validate"])
+def test_swapped_roles_are_refused(sim_sessions, command) -> None:
+    """The reference is ground truth: a stream that flags relocalizations (the pose
+    sensor's) given as the reference made mocap's error model out of the sensor's jumps."""
+    args = [*command.split(), str(sim_sessions[0]), "--sensor", "mocap", "--reference", "cam"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    assert "the reference 'cam' flags relocalizations" in r.output
+    assert "the roles look swapped (--sensor cam --reference mocap)" in r.output
+
+
 @need(TUM_GROUNDTRUTH, TUM_RGBDSLAM)
 def test_real_tum_end_to_end(tmp_path):
     """Import the TUM files, align in time and space, fit, plot, validate the model file."""

@@ -164,8 +164,10 @@ def load_tracks(
     t_end_s: float | None = None,
 ) -> tuple[PoseTrack, PoseTrack]:
     """Read the sensor and reference pose streams of a session file, times in s from the
-    session start, only samples inside ``[t_start_s, t_end_s)`` (None: open)."""
-    from sensorbench.logs import Session
+    session start, only samples inside ``[t_start_s, t_end_s)`` (None: open). SessionError:
+    a stream missing or with fewer than 3 valid samples, or a reference that flags
+    relocalizations while the sensor flags none (the two roles swapped)."""
+    from sensorbench.logs import PoseFlag, Session
     from sensorbench.logs.time_window import session_span_ns, window_ns
 
     w0, w1 = window_ns(path, t_start_s, t_end_s)
@@ -187,6 +189,12 @@ def load_tracks(
             f"{path}: pose streams {sensor!r}/{reference!r} have {counts[0]}/{counts[1]} valid "
             f"samples{window}, fewer than 3"
         )
+    reloc = [bool(np.any(b.flags & PoseFlag.RELOCALIZED)) for b in (bs, br)]
+    if reloc == [False, True]:  # the reference's jumps would become the sensor's error
+        raise SessionError(
+            f"{path}: the reference {reference!r} flags relocalizations, as a pose sensor "
+            f"does, and the sensor {sensor!r} none: the roles look swapped (--sensor "
+            f"{reference} --reference {sensor})")
     ref = PoseTrack((br.t_ns - t0) * 1e-9, br.position, br.quat_xyzw, br.valid, br.flags, reference)
     sen = PoseTrack((bs.t_ns - t0) * 1e-9, bs.position, bs.quat_xyzw, bs.valid, bs.flags, sensor)
     return sen, ref
