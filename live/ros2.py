@@ -62,8 +62,10 @@ class Ros2Options:
         if not 0 <= self.domain <= 232:
             raise LiveError(f"--ros2-domain {self.domain}: a ROS 2 domain id is 0..232")
         for f in (self.odom_frame, self.base_frame, self.scan_frame):
-            if f is not None and (not f or f.startswith("/") or " " in f):
-                raise LiveError(f"frame id {f!r}: give a non-empty name without '/' or spaces")
+            if f is not None and (not f or f.startswith("/") or not f.isprintable()
+                                  or any(c.isspace() for c in f)):  # fmt: skip
+                raise LiveError(f"frame id {f!r}: give a non-empty name without a leading "
+                                "'/', spaces or control characters")
 
 
 def _check_frames(o: Ros2Options, lidars: Iterable[str]) -> None:

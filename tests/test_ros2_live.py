@@ -315,6 +315,8 @@ def test_diagnostics_say_stale_within_2_s(ros2_run) -> None:
     ("args", "message"),
     [(["--ros2", "--ros2-base-frame", "a b"], "frame id 'a b'"),
      (["--ros2", "--ros2-odom-frame", "/odom"], "frame id '/odom'"),
+     (["--ros2", "--ros2-base-frame", "base\tlink"], "frame id 'base\\tlink'"),
+     (["--ros2", "--ros2-scan-frame", "scan\n"], "frame id 'scan\\n'"),
      (["--ros2", "--ros2-domain", "233"], "0<=x<=232"),
      (["--ros2", "--ros2-base-frame", "odom"], "both 'odom': odom -> body would place"),
      (["--ros2", "--ros2-odom-frame", "lidar_rear"], "'lidar_rear': that is lidar lidar_rear's"),
