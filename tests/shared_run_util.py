@@ -32,6 +32,10 @@ T = TypeVar("T")
 TESTS = Path(__file__).resolve().parent
 RESULTS: Path | None = None
 """Where results are kept between runs (pytest's cache dir), or None: in the run's."""
+POOLED_TIMEOUT_S = 1800
+"""Timeout of a pooled test (s): scheduled before the chunk tests, it computes (or waits
+for) every case, up to the chunks' time together on a busy machine (each chunk test keeps
+the suite's 300 s)."""
 _loaded: dict[Path, object] = {}  # this process's copies of the results it has read
 
 

@@ -19,7 +19,7 @@ import foreign_pose
 import pytest
 from click.testing import CliRunner
 from foreign import pose_world
-from shared_run_util import computed_once, run_dir
+from shared_run_util import POOLED_TIMEOUT_S, computed_once, run_dir
 
 from sensorbench.characterize.pose.sessions import prepare_campaign
 from sensorbench.characterize.pose.validate import validate_sessions
@@ -99,6 +99,7 @@ def test_validation_power_chunk(root: Path, world: str, chunk: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 @pytest.mark.parametrize("world", list(WORLDS))
 def test_validation_power_on_20_seeds(root: Path, world: str) -> None:
     """Leave-one-session-out Monte Carlo, 20 seeds (100-119): the right world passes in

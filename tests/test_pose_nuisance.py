@@ -18,7 +18,7 @@ import numpy as np
 import pose_util
 import pytest
 from scipy.stats import kstest
-from shared_run_util import computed_once, run_dir
+from shared_run_util import POOLED_TIMEOUT_S, computed_once, run_dir
 
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
 from sensorbench.characterize.pose.gm_montecarlo import draw_params
@@ -86,6 +86,7 @@ def test_campaign_chunk(shared: Path, chunk: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_offset_standard_error_is_right(shared: Path) -> None:
     """200 campaigns: sd of the offset's error ≤ 15 ms; standardized errors (estimate −
     truth)/stated se with sd within 0.1 of 1 (2 standard errors, 1/√(2n)) and mean within
@@ -101,6 +102,7 @@ def test_offset_standard_error_is_right(shared: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_intervals_and_ranks_with_offset_and_frame_estimated(shared: Path) -> None:
     """1200 fits (200 campaigns × 6 axes) per parameter: 95 % intervals cover 90-98 % (-4
     and +2.4 binomial se about 95 %), ranks of the truth uniform (KS p > 0.01)."""
@@ -113,6 +115,7 @@ def test_intervals_and_ranks_with_offset_and_frame_estimated(shared: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 @pytest.mark.xfail(
     strict=True,
     reason="σ̂_b²/σ_b² averages 0.954 ± 0.014 over 1200 fits (σ̂_b 0.94× the truth on "

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pose_util
 import pytest
-from shared_run_util import computed_once, run_dir
+from shared_run_util import POOLED_TIMEOUT_S, computed_once, run_dir
 
 from sensorbench.characterize.pose.error_model import fit_pose_error
 from sensorbench.characterize.pose.requirements import (
@@ -137,6 +137,7 @@ def _verdicts(shared: Path, factor: float) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_verdict_is_wrong_rarely_both_ways(shared: Path):
     """100 campaigns × 4 statistics (independent axes) = 400 verdicts per threshold.
 
@@ -159,6 +160,7 @@ def test_verdict_is_wrong_rarely_both_ways(shared: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_verdict_decides_when_the_truth_is_clear_of_the_threshold(shared: Path):
     """The verdict is not merely cautious: 15 % above the truth *holds* and 15 % below
     *fails* each in ≥ 200 of 400 (measured 90 % and 96 %; a true 65 % falls below 200
@@ -218,6 +220,7 @@ def test_held_out_exceedance_chunk(shared: Path, chunk: int):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_held_out_p95_exceeds_its_predicted_quantile_5_percent_of_the_time(shared: Path):
     """Leave-one-session-out on 100 campaigns of 6 × 120 s: each held-out session's 60-s
     horizons (from 0, 30 and 60 s) against the predicted 95 % quantile of the p95 of |x|

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from foreign import pose_world
 from scipy.stats import binom
-from shared_run_util import computed_once, run_dir
+from shared_run_util import POOLED_TIMEOUT_S, computed_once, run_dir
 
 from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
 from sensorbench.characterize.pose.series import POSE_AXES
@@ -135,6 +135,7 @@ def test_rate_chunk(root: Path, chunk: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_rate_interval_contains_the_truth(root: Path) -> None:
     """40 campaigns at 1–3 %: the 95 % interval holds the generator's rate in ≥ 90 % of
     them (Clopper-Pearson holds ≥ 95 % when the names are right; 90 % is 2.9 binomial se
@@ -149,6 +150,7 @@ def test_rate_interval_contains_the_truth(root: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_none_named_in_campaigns_without_them(root: Path) -> None:
     """40 campaigns without wrong relocalizations: one is named in ≤ 10 % of them (the
     naming level is 5 % per campaign; 4 of 40 is its 95th percentile)."""
@@ -175,6 +177,7 @@ def test_validation_chunk(root: Path, chunk: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(POOLED_TIMEOUT_S)
 def test_validation_passes_with_wrong_relocalizations(root: Path) -> None:
     """12 campaigns at 1–3 %, leave-one-session-out at family-wise 5 %: ≥ 10 pass (a right
     model passes each with probability ~0.95; 9 or fewer of 12 has probability 2 %)."""
