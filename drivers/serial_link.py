@@ -245,6 +245,19 @@ class SerialLink:
             self._check_first_valid(t_ns)
         return t_ns, data
 
+    def drain(self) -> None:
+        """Take what reached the host and is not read yet, without waiting (at a stop: the
+        bytes that arrived before it are recorded, however late the reader ran)."""
+        port = self._port
+        if port is None:
+            return
+        try:
+            data = port.read(0.0)
+        except PORT_GONE:
+            return
+        if data:
+            self.received(time.monotonic_ns(), data)
+
     def received(self, t_ns: int, data: bytes) -> None:
         """Bytes that arrived at ``t_ns``: counted, stored raw, then consumed."""
         with self._lock:

@@ -95,6 +95,7 @@ class SerialReader:
             try:
                 while not self._stop.is_set():
                     link.poll(self.poll_s)
+                link.drain()
                 return
             except Exception as exc:  # a hook bug or a failed writer: never die silently
                 link.reader_failures += 1

@@ -103,10 +103,16 @@ def test_capture_survives_impossible_packets_and_corruption(tmp_path):
     assert "error" not in kinds and "unplug" not in kinds
     # turns from the recording's start to its duration's end, but for one stale period at
     # each end: 65 emulated s on an idle host (RECORD_S at SPEED); on a busy one the
-    # recording's own span (turns spanned 5.5 of its 6.5 host s at three busy loops)
+    # recording's own span (turns spanned 5.5 of its 6.5 host s at three busy loops). At
+    # the end, up to the last packet the emulator put on the line before the duration was
+    # over (beside a second copy of the suite the last turn began 0.52 s before that end:
+    # the emulator shares this process and its interpreter lock), and the reader takes
+    # what arrived before its stop however late it ran
     stale_ns = LinkConfig().stale_after_s * 1e9
     assert lidar.t_first_ns[0] - run["start"] < stale_ns
-    assert run["start"] + RECORD_S * 1e9 - lidar.t_first_ns[-1] < stale_ns  # duration's end
+    sent_ns = truth.host_ns[truth.offered]
+    last_sent_ns = sent_ns[sent_ns < run["start"] + RECORD_S * 1e9].max()
+    assert last_sent_ns - lidar.t_first_ns[-1] < stale_ns  # duration's end
     # turns all along: no gap as long as the link's own stale threshold (host time; at
     # 10x a busy host's 55 ms pause is 5 emulated turns, and is no stop of the reader)
     assert np.diff(lidar.t_first_ns).max() / 1e9 < LinkConfig().stale_after_s

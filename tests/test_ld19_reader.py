@@ -234,6 +234,24 @@ def test_stall_reports_stale_and_resumes(tmp_path):
     assert reader.protocol.parser.counters.lost_packets > 0.8 * SPEED * 375 * 0.9
 
 
+def test_a_stop_records_what_arrived_before_it():
+    """Bytes that reached the host before a stop are recorded even when the reader had not
+    read them yet (beside a second copy of the suite a capture's last 0.5 s went unread):
+    the reader's last act is a read that does not wait."""
+    with PtyPort() as port:
+        link = SerialLink("ld19", port.path, LD19Protocol())
+        reader = SerialReader(link)
+        link.open_link()
+        try:
+            assert port.send(bytes(range(256)) * 4) == 1024
+            wait_until(lambda: link._port.waiting() == 1024, 2.0, "the bytes in the pty")
+            reader._stop.set()  # the stop came before the reader's next poll
+            reader._run()
+        finally:
+            link.close()
+    assert link.bytes_total == 1024
+
+
 def test_silent_port_fails_within_its_deadline():
     with PtyPort() as port:
         reader = SerialReader(SerialLink("ld19", port.path, LD19Protocol()))
