@@ -76,3 +76,22 @@ def test_demo_refuses_a_file_where_it_writes_a_directory(tmp_path: Path, where, 
     assert os.path.lexists(out / where) and not (out / where).is_dir()  # left as it was
     made = [p for p in out.iterdir() if p.name != where]
     assert all(p.is_dir() and not any(p.iterdir()) for p in made)  # nothing written
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_the_demo_writes_its_configuration_never_through_a_fifo_or_link(tmp_path, what) -> None:
+    """``demo --live --pods-firmware`` writes robot-firmware.toml into -o: a FIFO there
+    blocked the write forever, a link was written through (here to a file kept intact)."""
+    from sensorbench.demo.live import firmware_config
+    from sensorbench.errors import OutputError
+
+    target = tmp_path / "robot-firmware.toml"
+    kept = tmp_path / "kept.txt"
+    kept.write_text("keep\n")
+    if what == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(kept)
+    with pytest.raises(OutputError, match="robot-firmware.toml is a"):
+        firmware_config(tmp_path)
+    assert kept.read_text() == "keep\n"
