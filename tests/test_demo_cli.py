@@ -92,6 +92,6 @@ def test_the_demo_writes_its_configuration_never_through_a_fifo_or_link(tmp_path
         os.mkfifo(target)
     else:
         target.symlink_to(kept)
-    with pytest.raises(OutputError, match="robot-firmware.toml is a"):
+    with pytest.raises(OutputError, match=r"robot-firmware\.toml is a"):
         firmware_config(tmp_path)
     assert kept.read_text() == "keep\n"
