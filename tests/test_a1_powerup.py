@@ -201,9 +201,13 @@ def test_two_identical_a1s_come_up_in_order_with_their_serials(tmp_path):
     assert spinning == (True, True)  # released at the end (keep=False): a free port spins
 
 
-def test_started_together_they_brown_out_and_fail(tmp_path):
+def _run_together(directory):
+    """One run of two A1s started together by :class:`TogetherSequencer` (one retry):
+    the bus, the results, the host seconds it took, the bus time it began and the motor
+    starts since (simulated s)."""
+    directory.mkdir()
     bus = brownout_bus(TOGETHER_INRUSH_S)
-    a, b = pair(tmp_path, bus)
+    a, b = pair(directory, bus)
     with a, b:
         t_begin = bus.clock.now()
         t0 = time.monotonic()
@@ -219,10 +223,21 @@ def test_started_together_they_brown_out_and_fail(tmp_path):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.01)
-    starts = [t for t, _ in bus.motor_starts if t >= t_begin]
-    assert len(starts) >= 4, starts  # two motors in each of the two attempts
-    gaps = np.diff(starts)[0:3:2]  # front to rear, in each of the two attempts
-    assert np.all(gaps < bus.inrush_s), ("the starts were not together", starts)
+    return bus, results, elapsed, t_begin, [t for t, _ in bus.motor_starts if t >= t_begin]
+
+
+def test_started_together_they_brown_out_and_fail(tmp_path):
+    # "Together" is the host's scheduling: beside a second copy of the suite an attempt's
+    # two motor starts once landed 3.2 s apart (the front's scan request answered late),
+    # past the 3-s inrush, so nothing browned out and the case under test never happened.
+    # Such a run is repeated (at most three runs); what is asserted is unchanged.
+    for k in range(3):
+        bus, results, elapsed, t_begin, starts = _run_together(tmp_path / f"run{k}")
+        gaps = np.diff(starts)[0:3:2]  # front to rear, in each of the two attempts
+        if len(starts) >= 4 and np.all(gaps < bus.inrush_s):
+            break
+    else:
+        pytest.fail(f"in 3 runs the starts were never together (last: {starts})")
     assert [r.ready for r in results] == [False, False]
     front, rear = results
     # the front's scan was running when the rear's motor (DTR cleared) browned the bus
