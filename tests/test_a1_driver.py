@@ -124,22 +124,16 @@ def assert_turn_equals(turns: LidarTurns, i: int, ref: tuple[np.ndarray, ...]) -
     np.testing.assert_array_equal(np.where(np.isinf(r), 0, np.round(r * 4000)), dist)
 
 
-def collect(scanner: A1Scanner, seconds: float) -> LidarTurns:
+def collect(scanner: A1Scanner, seconds: float, quiet_s: float | None = None) -> LidarTurns:
+    """Turns of ``seconds`` of polling; with ``quiet_s``, until the line has been quiet that
+    long (s) instead."""
     out = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        out.append(scanner.poll(0.02)[2])
-    return LidarTurns.concat(out)
-
-
-def drain(scanner: A1Scanner, quiet_s: float = 0.3) -> LidarTurns:
-    """What the scanner still reads until the line has been quiet for ``quiet_s`` (s)."""
-    out, last = [], time.monotonic()
-    while time.monotonic() - last < quiet_s:
         _, data, turns = scanner.poll(0.02)
         out.append(turns)
-        if data:
-            last = time.monotonic()
+        if data and quiet_s is not None:
+            deadline = time.monotonic() + quiet_s
     return LidarTurns.concat(out)
 
 
@@ -153,7 +147,7 @@ def test_turns_equal_the_emulator_truth_exactly():
         # the unit goes silent, the host reads what reached it: a STOP sent at close lands
         # after more whole turns on a loaded host, which the host then never reads
         emu.stall(60.0)
-        turns = LidarTurns.concat([turns, drain(sc)])
+        turns = LidarTurns.concat([turns, collect(sc, 0.3, quiet_s=0.3)])
         sc.close()
         ref = truth_turns(emu.truth())
     assert turns.n_turns >= 10
