@@ -23,7 +23,10 @@ NO_MODEM_ERRNOS = frozenset({errno.ENOTTY, errno.EINVAL})
 GONE_ERRNOS = frozenset({errno.EIO, errno.ENXIO, errno.ENODEV, errno.EBADF})
 """errors of a port whose device went away (USB cable pulled, adapter reset)."""
 
-_ACK_TIMEOUT_S = 1.0  # longest wait for an emulator to apply a DTR change (s)
+_ACK_TIMEOUT_S = 5.0
+"""Longest wait (s) for an emulator to apply a DTR change. Its thread takes the device's
+lock to apply it, which a loaded host can keep from it for over a second; a wait that ends
+drops the channel, which the emulator reads as DTR released."""
 
 
 def modem_channel_path(port: str | os.PathLike[str]) -> Path:

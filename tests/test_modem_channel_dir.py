@@ -5,6 +5,7 @@ driver, and the emulator says why."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,27 @@ def test_another_users_directory_is_refused(tmp_path: Path) -> None:
         "user may have made it; remove it")
     os.chown(d, 0, 0)
     assert foreign_channel_dir(d) is None
+
+
+def test_an_emulator_slow_to_apply_dtr_keeps_its_channel(channel_dir: Path) -> None:
+    """An emulator thread that takes 2 s to apply DTR (its device's lock held that long on
+    a loaded host) still gets it, and keeps it: a host that gave up after 1 s dropped the
+    channel, which the emulator read as DTR released."""
+    levels: list[bool] = []
+
+    def slow(level: bool) -> None:
+        time.sleep(2.0)
+        levels.append(level)
+
+    channel = ModemLineChannel("/dev/pts/test", slow)
+    master, slave = os.openpty()
+    try:
+        with open_serial(os.ttyname(slave), 115200, timeout_s=0.05) as port:
+            assert port.modem_lines == "channel"
+            assert levels == [True] and channel.dtr
+            time.sleep(0.3)  # the server would have seen a dropped channel by now
+            assert channel.dtr and channel.opens == 1
+    finally:
+        channel.close()
+        os.close(master)
+        os.close(slave)
