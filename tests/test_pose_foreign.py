@@ -40,7 +40,7 @@ from click.testing import CliRunner
 from foreign import pose_world
 from scipy.stats import kstest
 from scipy.stats import t as student_t
-from shared_run_util import computed_once, run_dir
+from shared_run_util import POOLED_TIMEOUT_S, computed_once, run_dir
 
 from sensorbench.characterize.pose.align import Alignment, pose_errors
 from sensorbench.characterize.pose.error_model import PARAMS, fit_pose_error
@@ -60,7 +60,7 @@ CHUNK = 5
 # a pooled test scheduled before the chunk tests computes (or waits for) every campaign:
 # up to the chunks' time together (~7 s a campaign at load 7 on 2 cores, ~12 min in all);
 # each chunk test keeps the suite's 300 s bound (marked below)
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = pytest.mark.timeout(POOLED_TIMEOUT_S)
 HORIZON_S = 60.0
 WINDOWS_S = (0.0, 30.0, 60.0)  # starts of the 60-s horizons in each 120-s held-out session
 REQUIRE = [Requirement.parse("x.p95<=1"), Requirement.parse("yaw.p95<=1")]
