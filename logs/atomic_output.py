@@ -47,9 +47,18 @@ def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseExceptio
     return exc
 
 
+def refuse_dash(path: PathLike) -> None:
+    """OutputError for the output ``-``: commands write files, never standard output, and
+    a file or directory named ``-`` is not what a user writing ``-o -`` meant."""
+    if Path(path) == Path("-"):
+        raise OutputError("'-' names no output here: sensorbench writes files, not standard "
+                          "output; give a path (for a file named '-', its absolute path)")
+
+
 def make_dir(path: Path, consequence: str) -> None:
     """``mkdir -p path`` for an output directory; OutputError naming ``path`` and
     ``consequence`` when it cannot be made (what is there instead, when it is not one)."""
+    refuse_dash(path)
     if os.path.lexists(path) and not path.is_dir():
         raise OutputError(f"{path} is {file_kind(os.lstat(path).st_mode)}, not a directory: "
                           f"choose another or remove it; {consequence}")
@@ -143,7 +152,7 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
     """Refuse an output path that cannot be written safely; returns it as a Path.
 
     Raises:
-        OutputError: ``path`` is one of ``inputs`` (even with ``force``), a directory,
+        OutputError: ``path`` is ``-``, one of ``inputs`` (even with ``force``), a directory,
             in a directory that does not exist, exists and ``force`` is False, or is
             not a regular file nobody writes (:func:`refuse_replacing`).
     """
@@ -155,6 +164,7 @@ def check_output(path: PathLike, *, force: bool = False, inputs: Iterable[PathLi
 
 
 def _check_output(path: Path, force: bool, inputs: Iterable[PathLike]) -> Path:
+    refuse_dash(path)
     for item in inputs:
         if item is not None and same_file(path, item):
             raise OutputError(

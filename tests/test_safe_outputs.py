@@ -5,7 +5,7 @@ the old file as it was (an EPERM used to escape as a PermissionError traceback).
 
 Those cases need root (``chattr``) and skip elsewhere, saying so. An output in a directory
 that does not exist is refused (a file) or made (a directory); one below a regular file is
-refused saying so. Read-only and full file
+refused saying so; ``-`` is refused (no command writes standard output). Read-only and full file
 systems are tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or
 sessions being written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
 """
@@ -130,3 +130,14 @@ def test_an_output_below_a_file_is_refused_naming_the_file(tmp_path, drive, comm
     code, output = _run(command, _inputs(tmp_path, drive), tmp_path / "plain" / "out")
     assert code == 2 and f"directory {tmp_path / 'plain'} is not a directory" in output, output
     assert (tmp_path / "plain").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_dash_is_refused_not_written_as_a_file(tmp_path, drive, command, monkeypatch) -> None:
+    """``-o -`` asks for standard output, which no command writes: refused, exit 2; it
+    wrote a file (or made a directory) named '-' and said "wrote ... to -"."""
+    inputs = _inputs(tmp_path, drive)
+    monkeypatch.chdir(tmp_path)
+    code, output = _run(command, inputs, Path("-"))
+    assert code == 2 and "sensorbench writes files, not standard output" in output, output
+    assert not (tmp_path / "-").exists()
