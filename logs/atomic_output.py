@@ -48,11 +48,13 @@ def disk_error(exc: BaseException, path: Path, consequence: str) -> BaseExceptio
 
 
 def refuse_dash(path: PathLike) -> None:
-    """OutputError for the output ``-``: commands write files, never standard output, and
-    a file or directory named ``-`` is not what a user writing ``-o -`` meant."""
+    """OutputError for the output ``-``: a user writing ``-o -`` meant standard output,
+    not a file or directory named ``-`` (a command that can write standard output does
+    so without ``-o``)."""
     if Path(path) == Path("-"):
-        raise OutputError("'-' names no output here: sensorbench writes files, not standard "
-                          "output; give a path (for a file named '-', its absolute path)")
+        raise OutputError("'-' is not standard output here: give a file path (for a file "
+                          "named '-', its absolute path); a command that prints does so "
+                          "without -o")
 
 
 def make_dir(path: Path, consequence: str) -> None:

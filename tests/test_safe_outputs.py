@@ -5,9 +5,10 @@ the old file as it was (an EPERM used to escape as a PermissionError traceback).
 
 Those cases need root (``chattr``) and skip elsewhere, saying so. An output in a directory
 that does not exist is refused (a file) or made (a directory); one below a regular file is
-refused saying so; ``-`` is refused (no command writes standard output). Read-only and full file
-systems are tests/test_logs_full_disk.py's; outputs that are inputs, devices, links or
-sessions being written are tests/test_logs_outputs.py's and tests/test_atomic_force.py's.
+refused saying so; ``-`` is refused (these commands do not write standard output).
+Read-only and full file systems are tests/test_logs_full_disk.py's; outputs that are
+inputs, devices, links or sessions being written are tests/test_logs_outputs.py's and
+tests/test_atomic_force.py's.
 """
 
 from __future__ import annotations
@@ -134,10 +135,10 @@ def test_an_output_below_a_file_is_refused_naming_the_file(tmp_path, drive, comm
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_dash_is_refused_not_written_as_a_file(tmp_path, drive, command, monkeypatch) -> None:
-    """``-o -`` asks for standard output, which no command writes: refused, exit 2; it
-    wrote a file (or made a directory) named '-' and said "wrote ... to -"."""
+    """``-o -`` asks for standard output, which these commands do not write: refused, exit
+    2; it wrote a file (or made a directory) named '-' and said "wrote ... to -"."""
     inputs = _inputs(tmp_path, drive)
     monkeypatch.chdir(tmp_path)
     code, output = _run(command, inputs, Path("-"))
-    assert code == 2 and "sensorbench writes files, not standard output" in output, output
+    assert code == 2 and "'-' is not standard output here" in output, output
     assert not (tmp_path / "-").exists()
