@@ -334,7 +334,8 @@ def test_keep_hands_running_scanners_over():
 
 
 def test_stream_steps_for_a_device_without_commands():
-    """An LD19-like device: no requests, ready after enough valid packets."""
+    """An LD19-like device: no requests, ready after enough valid packets (within a
+    deadline that carries the scheduling slack: three 5-ms packets, on a loaded host)."""
     port = PtyPort(baud=230400)
     stop = False
 
@@ -353,7 +354,7 @@ def test_stream_steps_for_a_device_without_commands():
             "ld19",
             "test_stream",
             port.path,
-            ready_timeout_s=1.0,
+            ready_timeout_s=1.0 + SLACK_S,
             steps=lambda s: StreamSteps(s, 230400, count_valid, 3),
         )
         (r,) = PowerUpSequencer([spec], retries=0).run()
