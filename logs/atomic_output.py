@@ -52,9 +52,9 @@ def refuse_dash(path: PathLike) -> None:
     not a file or directory named ``-`` (a command that can write standard output does
     so without ``-o``)."""
     if Path(path) == Path("-"):
-        raise OutputError("'-' is not standard output here: give a file path (for a file "
-                          "named '-', its absolute path); a command that prints does so "
-                          "without -o")
+        raise OutputError("'-' is not standard output here: give a path (for a file or "
+                          "directory named '-', its absolute path); a command that prints "
+                          "does so without -o")
 
 
 def make_dir(path: Path, consequence: str) -> None:
