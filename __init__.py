@@ -17,14 +17,39 @@ def __getattr__(name: str) -> str:
         return "0+unknown"
 
 
-def _numba_cache_dir() -> Path:
+def _writable_dir(path: Path, private: bool) -> bool:
+    """True when ``path`` is (made) a directory this process can write; with ``private``
+    also only when it is this user's and nobody else may write it (numba's cache files
+    are pickles: a directory another user controls would run their code)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError:
+        return False
+    if private and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def _numba_cache_dir() -> Path | None:
     """Where numba's ``cache=True`` kernels go: ``$XDG_CACHE_HOME`` (default ``~/.cache``),
     never beside the source, where they survive ``pip uninstall`` and the leftover folder
-    shadows a later editable install; an explicit ``NUMBA_CACHE_DIR`` still wins."""
+    shadows a later editable install. A service without a writable home (systemd's
+    ``ProtectHome=``, ``DynamicUser=``) gets a directory of its own user under the temp
+    directory; None when neither can be written (numba's own locators are tried then)."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "sensorbench" / "numba"
+    home = Path(base) / "sensorbench" / "numba"
+    if _writable_dir(home, private=False):
+        return home
+    import tempfile
+
+    temp = Path(tempfile.gettempdir()) / f"sensorbench-numba-{os.getuid()}"
+    return temp if _writable_dir(temp, private=True) else None
 
 
-os.environ.setdefault("NUMBA_CACHE_DIR", str(_numba_cache_dir()))
+if "NUMBA_CACHE_DIR" not in os.environ:  # an explicit one wins
+    _cache = _numba_cache_dir()
+    if _cache is not None:
+        os.environ["NUMBA_CACHE_DIR"] = str(_cache)
 
 __all__ = ["__version__"]

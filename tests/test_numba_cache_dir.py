@@ -1,0 +1,86 @@
+"""Where the compiled kernels are cached when the home is not writable.
+
+A service run with systemd's ``ProtectHome=`` or ``DynamicUser=`` has no writable home;
+with the package read-only too, numba found no cache directory and every ``cache=True``
+kernel raised ``RuntimeError: cannot cache function`` at import, so ``sensorbench live``
+could not start. Each check runs in a fresh interpreter whose home, cache home and the
+kernel module's own ``__pycache__`` are regular files (unwritable even for root).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_KERNEL = "import numba\n\n@numba.njit(cache=True)\ndef bump(x):\n    return x + 1\n"
+
+_RUN = (
+    "import os, sys; import sensorbench; sys.path.insert(0, sys.argv[1]); import toy_kernel; "
+    "print(toy_kernel.bump(41)); print(os.environ.get('NUMBA_CACHE_DIR'))"
+)
+
+
+def _run(tmp_path: Path, home: Path, temp: Path) -> subprocess.CompletedProcess[str]:
+    mod = tmp_path / "mod"
+    mod.mkdir(exist_ok=True)
+    (mod / "toy_kernel.py").write_text(_KERNEL)
+    (mod / "__pycache__").write_text("not a directory")  # numba's in-tree cache fails
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), TMPDIR=str(temp), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-c", _RUN, str(mod)], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def _blocked_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.write_text("a file where the home should be")
+    return home
+
+
+def test_unwritable_home_caches_under_the_users_temp_dir(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = _run(tmp_path, _blocked_home(tmp_path), temp)
+    assert done.returncode == 0, done.stderr[-800:]
+    answer, cache = done.stdout.split()
+    assert answer == "42"
+    chosen = temp / f"sensorbench-numba-{os.getuid()}"
+    assert cache == str(chosen)
+    assert chosen.stat().st_mode & 0o777 == 0o700
+    assert list(chosen.rglob("*.nbi")), "the kernel was not cached there"
+
+
+def test_a_temp_dir_others_may_write_is_not_used(tmp_path: Path) -> None:
+    """Cache files are pickles: one another user can write would run their code."""
+    temp = tmp_path / "tmp"
+    planted = temp / f"sensorbench-numba-{os.getuid()}"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    done = _run(tmp_path, _blocked_home(tmp_path), temp)
+    assert "None" in done.stdout.split() or done.returncode != 0
+    assert not list(planted.rglob("*.nbi"))
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a directory to another user needs root")
+def test_a_temp_dir_of_another_user_is_not_used(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    planted = temp / f"sensorbench-numba-{os.getuid()}"
+    planted.mkdir(parents=True, mode=0o700)
+    os.chown(planted, 65534, 65534)
+    done = _run(tmp_path, _blocked_home(tmp_path), temp)
+    assert "None" in done.stdout.split() or done.returncode != 0
+    assert not list(planted.rglob("*.nbi"))
+
+
+def test_a_writable_home_is_used(tmp_path: Path) -> None:
+    home, temp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    temp.mkdir()
+    done = _run(tmp_path, home, temp)
+    assert done.returncode == 0, done.stderr[-800:]
+    assert done.stdout.split()[1] == str(home / ".cache" / "sensorbench" / "numba")
+    assert not (temp / f"sensorbench-numba-{os.getuid()}").exists()
