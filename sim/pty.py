@@ -65,7 +65,11 @@ class LinkStats:
 
 def _check_link(link: Path) -> None:
     """Refuse a ``link`` path that holds anything but a symbolic link (an earlier run's):
-    a regular file, a directory, a device node (``/dev/null``) is never replaced."""
+    a regular file, a directory, a device node (``/dev/null``) is never replaced, and
+    ``-`` (standard output elsewhere) is not a link's name."""
+    if link == Path("-"):
+        raise SimError("'-' is not a --link path: give the path the device's link should "
+                       "have (for a link named '-', its absolute path)")
     try:
         mode = os.lstat(link).st_mode
     except FileNotFoundError:

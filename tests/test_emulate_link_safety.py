@@ -47,6 +47,17 @@ def test_a_link_path_holding_a_file_is_refused_and_kept(tmp_path, kind, what) ->
         assert path.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_dash_is_not_a_link_name(tmp_path, kind, monkeypatch) -> None:
+    """``--link -`` made a symbolic link named ``-`` in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(cli, ["emulate", kind, "--link", "-", *KINDS[kind],
+                                    "--duration", "0.5"])  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "'-' is not a --link path" in done.output, done.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_robot_refuses_a_device_link_holding_a_file(tmp_path) -> None:
     run = tmp_path / "run"
     run.mkdir()
