@@ -426,6 +426,12 @@ def run(quick: bool) -> list[BenchResult]:
         BenchResult.from_rounds("live", "UDP datagrams per pod frame (live)",
                                 [Round(None, None, x.per_frame) for x in ours], "x", None, False,
                                 "one pose per frame: 1.00"),
+        BenchResult.from_rounds("live", "CPU, steady: live (pods only) / minimal reference",
+                                [Round(None, None, a.cpu_pct / b.cpu_pct)
+                                 for a, b in zip(ours, ref, strict=True)], "x", None, False,
+                                "% of one core per round, live / reference: " + ", ".join(
+                                    f"{a.cpu_pct:.1f} / {b.cpu_pct:.1f}"
+                                    for a, b in zip(ours, ref, strict=True))),
         BenchResult("live", "whole emulated robot: frame → pose p50 / p99",
                     float(np.percentile(robot.latency_ms, 50)), "ms", None, False,
                     f"p99 {np.percentile(robot.latency_ms, 99):.2f} ms over "
