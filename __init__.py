@@ -34,16 +34,25 @@ def _writable_dir(path: Path, private: bool) -> bool:
 def _numba_cache_dir() -> Path | None:
     """Where numba's ``cache=True`` kernels go: ``$XDG_CACHE_HOME`` (default ``~/.cache``),
     never beside the source, where they survive ``pip uninstall`` and the leftover folder
-    shadows a later editable install. A service without a writable home (systemd's
-    ``ProtectHome=``, ``DynamicUser=``) gets a directory of its own user under the temp
-    directory; None when neither can be written (numba's own locators are tried then)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    shadows a later editable install. A service without a writable home, or without a
+    home at all (systemd's ``ProtectHome=``, ``DynamicUser=``) gets a directory of its own
+    user under the temp directory; None when neither can be written (numba's own
+    locators are tried then)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no $HOME and no passwd entry (a systemd DynamicUser= service)
+            base = ""
     home = Path(base) / "sensorbench" / "numba"
-    if _writable_dir(home, private=False):
+    if base and _writable_dir(home, private=False):
         return home
     import tempfile
 
-    temp = Path(tempfile.gettempdir()) / f"sensorbench-numba-{os.getuid()}"
+    try:
+        temp = Path(tempfile.gettempdir()) / f"sensorbench-numba-{os.getuid()}"
+    except OSError:  # no writable temp directory either
+        return None
     return temp if _writable_dir(temp, private=True) else None
 
 

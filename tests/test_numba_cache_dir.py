@@ -22,17 +22,24 @@ _RUN = (
     "import os, sys; import sensorbench; sys.path.insert(0, sys.argv[1]); import toy_kernel; "
     "print(toy_kernel.bump(41)); print(os.environ.get('NUMBA_CACHE_DIR'))"
 )
+_NO_HOME = (  # what Path.home() does with no $HOME and no passwd entry (DynamicUser=)
+    "import pathlib\n"
+    "def _home(cls):\n"
+    "    raise RuntimeError('Could not determine home directory.')\n"
+    "pathlib.Path.home = classmethod(_home)\n"
+)
 
 
-def _run(tmp_path: Path, home: Path, temp: Path) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, home: Path, temp: Path,
+         prelude: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
     mod = tmp_path / "mod"
     mod.mkdir(exist_ok=True)
     (mod / "toy_kernel.py").write_text(_KERNEL)
     (mod / "__pycache__").write_text("not a directory")  # numba's in-tree cache fails
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(HOME=str(home), TMPDIR=str(temp), PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, "-c", _RUN, str(mod)], env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, "-c", prelude + _RUN, str(mod)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def _blocked_home(tmp_path: Path) -> Path:
@@ -52,6 +59,15 @@ def test_unwritable_home_caches_under_the_users_temp_dir(tmp_path: Path) -> None
     assert cache == str(chosen)
     assert chosen.stat().st_mode & 0o777 == 0o700
     assert list(chosen.rglob("*.nbi")), "the kernel was not cached there"
+
+
+def test_no_home_at_all_caches_under_the_users_temp_dir(tmp_path: Path) -> None:
+    """With no $HOME and no passwd entry, Path.home() raises: that was an import error."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = _run(tmp_path, _blocked_home(tmp_path), temp, _NO_HOME)
+    assert done.returncode == 0, done.stderr[-800:]
+    assert done.stdout.split() == ["42", str(temp / f"sensorbench-numba-{os.getuid()}")]
 
 
 def test_a_temp_dir_others_may_write_is_not_used(tmp_path: Path) -> None:
