@@ -17,48 +17,52 @@ def __getattr__(name: str) -> str:
         return "0+unknown"
 
 
-def _writable_dir(path: Path, private: bool) -> bool:
-    """True when ``path`` is (made) a directory this process can write; with ``private``
-    also only when it is this user's and nobody else may write it (numba's cache files
-    are pickles: a directory another user controls would run their code)."""
+def _writable_dir(path: Path) -> bool:
+    """True when ``path`` is (made) a directory this process can write."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
     except OSError:
-        return False
-    if private and (st.st_uid != os.getuid() or st.st_mode & 0o022):
         return False
     return os.access(path, os.W_OK | os.X_OK)
 
 
+def _home_cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME`` (default ``~/.cache``)``/sensorbench/numba``; None with no
+    home at all (no ``$HOME`` and no passwd entry: a systemd ``DynamicUser=`` service)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    try:
+        return Path(base or Path.home() / ".cache") / "sensorbench" / "numba"
+    except RuntimeError:  # Path.home(): "Could not determine home directory"
+        return None
+
+
 def _numba_cache_dir() -> Path | None:
-    """Where numba's ``cache=True`` kernels go: ``$XDG_CACHE_HOME`` (default ``~/.cache``),
+    """Where numba's ``cache=True`` kernels go: the home's cache (:func:`_home_cache_dir`),
     never beside the source, where they survive ``pip uninstall`` and the leftover folder
     shadows a later editable install. A service without a writable home, or without a
-    home at all (systemd's ``ProtectHome=``, ``DynamicUser=``) gets a directory of its own
-    user under the temp directory; None when neither can be written (numba's own
-    locators are tried then)."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except RuntimeError:  # no $HOME and no passwd entry (a systemd DynamicUser= service)
-            base = ""
-    home = Path(base) / "sensorbench" / "numba"
-    if base and _writable_dir(home, private=False):
+    home at all (systemd's ``ProtectHome=``, ``DynamicUser=``), gets a directory of its own
+    under the temp directory, used only while it is this user's and nobody else may write
+    it (numba's cache files are pickles: a directory another user controls would run
+    their code); None when neither can be written (numba's own locators are tried)."""
+    home = _home_cache_dir()
+    if home is not None and _writable_dir(home):
         return home
+    import stat
     import tempfile
 
+    # drivers/serial_port.foreign_channel_dir's rule for /tmp; the package's root may
+    # import no layer above it (docs/ARCHITECTURE.md), so it is spelled out here
     try:
         temp = Path(tempfile.gettempdir()) / f"sensorbench-numba-{os.getuid()}"
-    except OSError:  # no writable temp directory either
+        temp.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(temp)  # a link planted in its place is not followed
+    except OSError:  # no writable temp directory
         return None
-    return temp if _writable_dir(temp, private=True) else None
+    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return temp if mine and os.access(temp, os.W_OK | os.X_OK) else None
 
 
-if "NUMBA_CACHE_DIR" not in os.environ:  # an explicit one wins
-    _cache = _numba_cache_dir()
-    if _cache is not None:
-        os.environ["NUMBA_CACHE_DIR"] = str(_cache)
+if "NUMBA_CACHE_DIR" not in os.environ and (_cache := _numba_cache_dir()) is not None:
+    os.environ["NUMBA_CACHE_DIR"] = str(_cache)  # an explicit one wins
 
 __all__ = ["__version__"]

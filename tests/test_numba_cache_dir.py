@@ -81,6 +81,17 @@ def test_a_temp_dir_others_may_write_is_not_used(tmp_path: Path) -> None:
     assert not list(planted.rglob("*.nbi"))
 
 
+def test_a_link_in_place_of_the_temp_dir_is_not_used(tmp_path: Path) -> None:
+    """A link planted there would send the kernels (and what is loaded) elsewhere."""
+    temp, target = tmp_path / "tmp", tmp_path / "elsewhere"
+    temp.mkdir()
+    target.mkdir(mode=0o700)
+    (temp / f"sensorbench-numba-{os.getuid()}").symlink_to(target)
+    done = _run(tmp_path, _blocked_home(tmp_path), temp)
+    assert "None" in done.stdout.split() or done.returncode != 0
+    assert not list(target.rglob("*.nbi"))
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a directory to another user needs root")
 def test_a_temp_dir_of_another_user_is_not_used(tmp_path: Path) -> None:
     temp = tmp_path / "tmp"
