@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from timing_util import wait_until
 
 from sensorbench.cli import cli
 from sensorbench.drivers import a1_protocol as proto
@@ -158,6 +159,9 @@ def test_a1_opened_with_dtr_high_records_no_scan(tmp_path):
     with A1Emulator(speed=1.0, seed=2, unit=A1Unit(spinup_s=0.1)) as emu:
         doc = _record([emu.path, "--baud", "115200", "--dtr", "high", "--duration", "1.0",
                        "--send", "a5 20", "-o", str(out)])  # fmt: skip
+        # the close reaches the emulator on its modem-line channel's thread, after the
+        # recording has returned: stopping the emulator at once could miss it
+        wait_until(lambda: len(emu.motor_log) >= 3, 5.0, "the motor to spin after the close")
         emu.stop()
         log = emu.motor_log
     # spinning from power-on, stopped by the open, spinning again after the close
