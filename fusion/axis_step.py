@@ -125,9 +125,22 @@ class AxisState:
         return float(self.carry[2]) + float(self.carry[6])
 
 
-@dataclass
+class _Row:
+    """Row ``i`` of a track's per-frame block, from frame ``first``, as an attribute."""
+
+    def __init__(self, i: int, first: int = 0) -> None:
+        self.i, self.first = i, first
+
+    def __get__(self, track: AxisTrack | None, owner: type | None = None) -> np.ndarray:
+        if track is None:
+            raise AttributeError("a row is read from a track, not from its class")
+        n = track._n
+        return track._floats[self.i * n + self.first : (self.i + 1) * n]
+
+
 class AxisTrack:
-    """Output of one axis filter over K frames (index 0 = the state it started from).
+    """Output of one axis filter over K frames (index 0 = the state it started from): views
+    into :func:`_axis_chunk`'s two blocks, taken when read (a live step reads two of them).
 
     Attributes:
         p, v: estimates after each frame (K+1,): position in the world (odometry
@@ -144,18 +157,35 @@ class AxisTrack:
             :data:`~sensorbench.fusion.axis_loop.MAX_REJECTS` consecutive rejections.
     """
 
-    p: np.ndarray
-    v: np.ndarray
-    var_p: np.ndarray
-    var_v: np.ndarray
-    nis: np.ndarray
-    accepted: np.ndarray
-    aid_nis: np.ndarray
-    aid_accepted: np.ndarray
-    innovation: np.ndarray
-    s: np.ndarray
-    nis_chi2: np.ndarray
-    resets: int = 0
+    __slots__ = ("_flags", "_floats", "_n", "resets")
+
+    def __init__(self, floats: np.ndarray, flags: np.ndarray, resets: int) -> None:
+        self._floats, self._flags, self.resets = floats, flags, resets
+        self._n = (len(floats) - len(flags) - 14) // 7  # 8n + M + 14 floats, n + M flags
+
+    p = _Row(0)
+    v = _Row(1)
+    var_p = _Row(2)
+    var_v = _Row(3)
+    nis = _Row(4, 1)
+    innovation = _Row(5, 1)
+    s = _Row(6, 1)
+    nis_chi2 = _Row(7, 1)
+
+    @property
+    def accepted(self) -> np.ndarray:
+        """Whether each odometry update passed the gate (K,)."""
+        return self._flags[1 : self._n]
+
+    @property
+    def aid_nis(self) -> np.ndarray:
+        """NIS of each aiding update (M,)."""
+        return self._floats[8 * self._n : -14]
+
+    @property
+    def aid_accepted(self) -> np.ndarray:
+        """Gate result of each aiding update (M,)."""
+        return self._flags[self._n :]
 
     @property
     def rejected(self) -> int:
@@ -205,14 +235,8 @@ def axis_result(
     state: AxisState, floats: np.ndarray, flags: np.ndarray, history: np.ndarray
 ) -> tuple[AxisState, AxisTrack]:
     """The state and track of :func:`_axis_chunk`'s outputs from ``state``."""
-    n = (len(floats) - len(flags) - 14) // 7  # 8n + M + 14 floats, n + M flags
-    rows = floats[: 8 * n].reshape(8, n)
-    nis, innovation, s_var, nis_chi2 = rows[4:, 1:]  # one view per row: this runs per frame
     carry = floats[-14:].copy()
-    resets = int(carry[12] - state.carry[12])
-    track = AxisTrack(rows[0], rows[1], rows[2], rows[3], nis, flags[1:n], floats[8 * n : -14],
-                      flags[n:], innovation, s_var, nis_chi2, resets)  # fmt: skip
-    return AxisState(carry, history), track
+    return AxisState(carry, history), AxisTrack(floats, flags, int(carry[12] - state.carry[12]))
 
 
 _NONE = np.empty(0)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,7 +28,6 @@ from split_drive_util import GATE, POSE0, VAR0, HardDrive, hard_drive
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.aid_queue import Aiding, aid_interval
-from sensorbench.fusion.axis_step import AxisTrack
 from sensorbench.fusion.pod_kinematics import body_increments
 from sensorbench.fusion.split_filter import FrameChunk, SplitFilter, SplitResult
 from sensorbench.logs.model_keys import AXES
@@ -97,9 +98,9 @@ def joined(parts: list[SplitResult]) -> SplitResult:
     def steps(get) -> np.ndarray:  # per step or per fix
         return np.concatenate([get(r) for r in parts])
 
-    def track(a: str) -> AxisTrack:
+    def track(a: str) -> Any:  # the fields an AxisTrack reads out, joined
         per_frame = ("p", "v", "var_p", "var_v")
-        return AxisTrack(
+        return SimpleNamespace(
             **{n: (frames if n in per_frame else steps)(lambda r, n=n: getattr(r.tracks[a], n))
                for n in TRACK_FIELDS},
             resets=sum(r.tracks[a].resets for r in parts),
