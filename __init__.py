@@ -62,7 +62,33 @@ def _numba_cache_dir() -> Path | None:
     return temp if mine and os.access(temp, os.W_OK | os.X_OK) else None
 
 
+def _sources_digest(root: str) -> str:
+    """8 hex digits of the size and modification time (ns) of every module of the package
+    at ``root`` (its ``tests`` and folders that are no package aside). numba keys a cached
+    kernel on its own file alone: a kernel whose callee in another module changed (a
+    ``git pull`` that touched only the callee) went on running the callee's old code. A
+    new digest is a new cache directory."""
+    import zlib
+
+    def stamps(folder: str) -> list[str]:
+        out = []
+        for entry in os.scandir(folder):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "tests" and os.path.isfile(f"{entry.path}/__init__.py"):
+                        out += stamps(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    out.append(f"{entry.path}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError:  # removed while we looked (a checkout in progress)
+                continue
+        return out
+
+    return f"{zlib.crc32(chr(10).join(sorted(stamps(root))).encode()):08x}"
+
+
 if "NUMBA_CACHE_DIR" not in os.environ and (_cache := _numba_cache_dir()) is not None:
-    os.environ["NUMBA_CACHE_DIR"] = str(_cache)  # an explicit one wins
+    # an explicit one wins; ours holds one directory per state of the sources
+    os.environ["NUMBA_CACHE_DIR"] = str(_cache / _sources_digest(os.path.dirname(__file__)))
 
 __all__ = ["__version__"]

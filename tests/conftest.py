@@ -22,13 +22,19 @@ def _numba_cache_per_worker() -> None:
     signatures of one kernel at once can both write ``<kernel>.1.nbc``, leaving an
     index entry whose file holds the other signature's machine code. One directory
     per worker (kept between runs, so only the first run after a change compiles) has
-    a single writer. An explicit ``NUMBA_CACHE_DIR`` is left alone.
+    a single writer; below it one directory per state of the sources, as the package
+    keeps its own (``sensorbench._sources_digest``). An explicit ``NUMBA_CACHE_DIR`` is
+    left alone.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None or "NUMBA_CACHE_DIR" in os.environ:
         return
+    import sensorbench  # its root imports no numba; it keys the cache by the sources
+
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    os.environ["NUMBA_CACHE_DIR"] = str(Path(base) / "sensorbench" / f"numba-xdist-{worker}")
+    digest = sensorbench._sources_digest(os.path.dirname(sensorbench.__file__))
+    cache = Path(base) / "sensorbench" / f"numba-xdist-{worker}" / digest
+    os.environ["NUMBA_CACHE_DIR"] = str(cache)
 
 
 _numba_cache_per_worker()  # before any test module imports sensorbench (and numba)

@@ -1,4 +1,5 @@
-"""Where the compiled kernels are cached when the home is not writable.
+"""Where the compiled kernels are cached: when the home is not writable, and anew when a
+kernel's callee changed in another module.
 
 A service run with systemd's ``ProtectHome=`` or ``DynamicUser=`` has no writable home;
 with the package read-only too, numba found no cache directory and every ``cache=True``
@@ -56,7 +57,7 @@ def test_unwritable_home_caches_under_the_users_temp_dir(tmp_path: Path) -> None
     answer, cache = done.stdout.split()
     assert answer == "42"
     chosen = temp / f"sensorbench-numba-{os.getuid()}"
-    assert cache == str(chosen)
+    assert Path(cache).parent == chosen  # one directory below it per state of the sources
     assert chosen.stat().st_mode & 0o777 == 0o700
     assert list(chosen.rglob("*.nbi")), "the kernel was not cached there"
 
@@ -67,7 +68,8 @@ def test_no_home_at_all_caches_under_the_users_temp_dir(tmp_path: Path) -> None:
     temp.mkdir()
     done = _run(tmp_path, _blocked_home(tmp_path), temp, _NO_HOME)
     assert done.returncode == 0, done.stderr[-800:]
-    assert done.stdout.split() == ["42", str(temp / f"sensorbench-numba-{os.getuid()}")]
+    answer, cache = done.stdout.split()
+    assert answer == "42" and Path(cache).parent == temp / f"sensorbench-numba-{os.getuid()}"
 
 
 def test_a_temp_dir_others_may_write_is_not_used(tmp_path: Path) -> None:
@@ -109,5 +111,61 @@ def test_a_writable_home_is_used(tmp_path: Path) -> None:
     temp.mkdir()
     done = _run(tmp_path, home, temp)
     assert done.returncode == 0, done.stderr[-800:]
-    assert done.stdout.split()[1] == str(home / ".cache" / "sensorbench" / "numba")
+    assert Path(done.stdout.split()[1]).parent == home / ".cache" / "sensorbench" / "numba"
     assert not (temp / f"sensorbench-numba-{os.getuid()}").exists()
+
+
+_CALLER = (
+    "import numba\nfrom toy.callee import step\n\n"
+    "@numba.njit(cache=True)\ndef run(x):\n    return step(x)\n"
+)
+_CALLEE = "import numba\n\n@numba.njit(cache=True)\ndef step(x):\n    return x + {}\n"
+
+
+def _toy_run(root: Path, cache: Path) -> str:
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from toy.caller import run; print(run(41))"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-800:]
+    return done.stdout.strip()
+
+
+def test_a_changed_callee_is_compiled_again(tmp_path: Path) -> None:
+    """numba keys a cached kernel on its own file: a callee changed in another module kept
+    its old code in the caller's cache (the first half shows it, in one fixed directory);
+    the package's cache directory holds one directory per state of the sources."""
+    from sensorbench import _sources_digest
+
+    toy = tmp_path / "src" / "toy"
+    toy.mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "caller.py").write_text(_CALLER)
+    (toy / "callee.py").write_text(_CALLEE.format(1))
+    fixed, base = tmp_path / "fixed", tmp_path / "keyed"
+    first = _sources_digest(str(toy))
+    assert _toy_run(tmp_path / "src", fixed) == "42"
+    assert _toy_run(tmp_path / "src", base / first) == "42"
+    (toy / "callee.py").write_text(_CALLEE.format(2))
+    assert _toy_run(tmp_path / "src", fixed) == "42"  # stale: the caller's cached code
+    second = _sources_digest(str(toy))
+    assert second != first
+    assert _toy_run(tmp_path / "src", base / second) == "43"
+
+
+def test_the_digest_covers_the_package_modules_only(tmp_path: Path) -> None:
+    from sensorbench import _sources_digest
+
+    (tmp_path / "__init__.py").write_text("")
+    for folder in ("sub", "tests", ".venv"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.py").write_text("x = 1\n")
+    for folder in ("sub", "tests"):  # tests is a package and still left out
+        (tmp_path / folder / "__init__.py").write_text("")
+    first = _sources_digest(str(tmp_path))
+    (tmp_path / "tests" / "m.py").write_text("x = 2\n")
+    (tmp_path / ".venv" / "m.py").write_text("x = 2\n")
+    assert _sources_digest(str(tmp_path)) == first
+    st = (tmp_path / "sub" / "m.py").stat()
+    os.utime(tmp_path / "sub" / "m.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert _sources_digest(str(tmp_path)) != first

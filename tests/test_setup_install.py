@@ -30,7 +30,7 @@ def test_numba_cache_is_outside_the_package(tmp_path: Path) -> None:
     env["XDG_CACHE_HOME"] = str(tmp_path)
     cache = Path(_numba_cache_dir(env)).resolve()
     package = Path(sensorbench.__file__).resolve().parent
-    assert cache == tmp_path.resolve() / "sensorbench" / "numba"
+    assert cache.parent == tmp_path.resolve() / "sensorbench" / "numba"  # then the sources' digest
     assert package not in cache.parents
 
 
