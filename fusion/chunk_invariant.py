@@ -29,17 +29,17 @@ def rows_dot(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def window_sum(x: np.ndarray, k: int, m: int) -> float:
+def window_sum(x: np.ndarray, k: int, m: int, buf: np.ndarray) -> float:
     """``x[k−m] + … + x[k−1]`` (k ≥ m) added up as a fixed tree of partial sums: pairs,
     fours, eights, …, joined by the binary digits of m from the lowest, each power's
     block after the blocks of the lower ones. It depends on its m entries only, not on
     where ``x`` starts: a chunk prefixed with m entries of history gives the whole
-    series' sums."""
+    series' sums. ``buf``: scratch of at least m entries, overwritten (one per caller,
+    not one per sum: a live frame takes some twenty sums an axis)."""
     lo = k - m
     acc = 0.0
     width = 0  # entries acc covers
     span = 1
-    buf = np.empty(m)
     while span <= m:
         if m & span:
             for j in range(span):

@@ -24,39 +24,46 @@ MOTION_HISTORY = 3 * FEEDFORWARD_FRAMES + 1
 
 
 @numba.njit(cache=True)
-def accel_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
-    """:func:`observed_accel` at step ``k`` (``x`` the increments with nan as 0)."""
+def accel_at(d: np.ndarray, x: np.ndarray, k: int, m: int, buf: np.ndarray) -> float:
+    """:func:`observed_accel` at step ``k`` (``x`` the increments with nan as 0; ``buf``:
+    :func:`~sensorbench.fusion.chunk_invariant.window_sum`'s scratch)."""
     if k < 2 * m:
         return 0.0
-    t1, t0 = window_sum(d, k, m), window_sum(d, k - m, m)
-    v1, v0 = window_sum(x, k, m) / t1, window_sum(x, k - m, m) / t0
+    t1, t0 = window_sum(d, k, m, buf), window_sum(d, k - m, m, buf)
+    v1, v0 = window_sum(x, k, m, buf) / t1, window_sum(x, k - m, m, buf) / t0
     return (v1 - v0) / (0.5 * (t1 + t0))
 
 
 @numba.njit(cache=True)
-def speed_sq_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
+def speed_sq_at(d: np.ndarray, x: np.ndarray, k: int, m: int, buf: np.ndarray) -> float:
     """:func:`observed_speed_sq` at step ``k``."""
     if k + 1 < m:
         return 0.0
-    st = window_sum(d, k + 1, m)
-    v = window_sum(x, k + 1, m) / st if st > 0 else 0.0
+    st = window_sum(d, k + 1, m, buf)
+    v = window_sum(x, k + 1, m, buf) / st if st > 0 else 0.0
     return v * v
 
 
 @numba.njit(cache=True)
-def jerk_at(d: np.ndarray, x: np.ndarray, k: int, m: int) -> float:
+def jerk_at(d: np.ndarray, x: np.ndarray, k: int, m: int, buf: np.ndarray) -> float:
     """:func:`observed_jerk` at step ``k``."""
     if k < 3 * m:
         return 0.0
-    return (accel_at(d, x, k, m) - accel_at(d, x, k - m, m)) / window_sum(d, k, m)
+    return (accel_at(d, x, k, m, buf) - accel_at(d, x, k - m, m, buf)) / window_sum(d, k, m, buf)
 
 
 @numba.njit(cache=True)
-def jerk_noise_at(d: np.ndarray, rounding: np.ndarray, slip: np.ndarray, k: int, m: int) -> float:
+def jerk_noise_at(
+    d: np.ndarray, rounding: np.ndarray, slip: np.ndarray, k: int, m: int, buf: np.ndarray
+) -> float:
     """:func:`jerk_noise_gains` at step ``k``."""
     if k < 3 * m:
         return 0.0
-    t1, t0, tm = window_sum(d, k, m), window_sum(d, k - m, m), window_sum(d, k - 2 * m, m)
+    t1, t0, tm = (
+        window_sum(d, k, m, buf),
+        window_sum(d, k - m, m, buf),
+        window_sum(d, k - 2 * m, m, buf),
+    )
     tau1, tau0 = 0.5 * (t1 + t0), 0.5 * (t0 + tm)
     span = t1  # the jerk's span is the latest window
     a1 = 1.0 / (t1 * tau1 * span)
@@ -71,9 +78,9 @@ def jerk_noise_at(d: np.ndarray, rounding: np.ndarray, slip: np.ndarray, k: int,
         + am**2 * e3
     )
     steps = (
-        a1**2 * window_sum(slip, k, m)
-        + a0**2 * window_sum(slip, k - m, m)
-        + am**2 * window_sum(slip, k - 2 * m, m)
+        a1**2 * window_sum(slip, k, m, buf)
+        + a0**2 * window_sum(slip, k - m, m, buf)
+        + am**2 * window_sum(slip, k - 2 * m, m, buf)
     )
     return ends + steps
 
@@ -83,16 +90,16 @@ def _series(
     kind: int, d: np.ndarray, x: np.ndarray, r: np.ndarray, s: np.ndarray, m: int
 ) -> np.ndarray:
     """One of the motion series at every step: acceleration, speed², jerk, jerk noise."""
-    out = np.empty(d.size)
+    out, buf = np.empty(d.size), np.empty(m)
     for k in range(d.size):
         if kind == 0:
-            out[k] = accel_at(d, x, k, m)
+            out[k] = accel_at(d, x, k, m, buf)
         elif kind == 1:
-            out[k] = speed_sq_at(d, x, k, m)
+            out[k] = speed_sq_at(d, x, k, m, buf)
         elif kind == 2:
-            out[k] = jerk_at(d, x, k, m)
+            out[k] = jerk_at(d, x, k, m, buf)
         else:
-            out[k] = jerk_noise_at(d, r, s, k, m)
+            out[k] = jerk_noise_at(d, r, s, k, m, buf)
     return out
 
 
@@ -180,14 +187,14 @@ def motion_inputs(
     m = FEEDFORWARD_FRAMES
     x = np.nan_to_num(z)
     n = dt.size - start
-    u, qk = np.empty(n), np.empty(n)
+    u, qk, buf = np.empty(n), np.empty(n), np.empty(m)
     for k in range(start, dt.size):
         if stamp_var > 0:
-            rounding[k] = rounding[k] + stamp_var * speed_sq_at(dt, x, k, m)
+            rounding[k] = rounding[k] + stamp_var * speed_sq_at(dt, x, k, m, buf)
         j2 = 0.0
         if q_jerk > 0:
-            j = jerk_at(dt, x, k, m)
-            j2 = max(j * j - jerk_noise_at(dt, rounding, slip, k, m), 0.0)
-        u[k - start] = accel_at(dt, x, k, m)
+            j = jerk_at(dt, x, k, m, buf)
+            j2 = max(j * j - jerk_noise_at(dt, rounding, slip, k, m, buf), 0.0)
+        u[k - start] = accel_at(dt, x, k, m, buf)
         qk[k - start] = q + q_jerk * j2
     return u, qk
