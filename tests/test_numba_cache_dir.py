@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+import sensorbench
+from sensorbench import _sources_digest
+
 _KERNEL = "import numba\n\n@numba.njit(cache=True)\ndef bump(x):\n    return x + 1\n"
 
 _RUN = (
@@ -111,7 +114,9 @@ def test_a_writable_home_is_used(tmp_path: Path) -> None:
     temp.mkdir()
     done = _run(tmp_path, home, temp)
     assert done.returncode == 0, done.stderr[-800:]
-    assert Path(done.stdout.split()[1]).parent == home / ".cache" / "sensorbench" / "numba"
+    cache = Path(done.stdout.split()[1])
+    assert cache.parent == home / ".cache" / "sensorbench" / "numba"
+    assert cache.name == _sources_digest(os.path.dirname(sensorbench.__file__))
     assert not (temp / f"sensorbench-numba-{os.getuid()}").exists()
 
 
@@ -135,8 +140,6 @@ def test_a_changed_callee_is_compiled_again(tmp_path: Path) -> None:
     """numba keys a cached kernel on its own file: a callee changed in another module kept
     its old code in the caller's cache (the first half shows it, in one fixed directory);
     the package's cache directory holds one directory per state of the sources."""
-    from sensorbench import _sources_digest
-
     toy = tmp_path / "src" / "toy"
     toy.mkdir(parents=True)
     (toy / "__init__.py").write_text("")
@@ -154,8 +157,6 @@ def test_a_changed_callee_is_compiled_again(tmp_path: Path) -> None:
 
 
 def test_the_digest_covers_the_package_modules_only(tmp_path: Path) -> None:
-    from sensorbench import _sources_digest
-
     (tmp_path / "__init__.py").write_text("")
     for folder in ("sub", "tests", ".venv"):
         (tmp_path / folder).mkdir()
