@@ -87,8 +87,44 @@ def _sources_digest(root: str) -> str:
     return f"{zlib.crc32(chr(10).join(sorted(stamps(root))).encode()):08x}"
 
 
+STALE_CACHE_S = 7 * 86400
+"""A cache directory of other sources that no import used for this long (s) is removed
+when a new one is made (numba's machine code for sources since changed: about 2 MB each,
+one more at every change of a checkout)."""
+
+
+def _use_cache(parent: Path, digest: str) -> Path:
+    """``parent/digest``, marked as used now (its modification time). When it is new, the
+    other directories in ``parent`` (the package's own: other digests, and numba's
+    folders of the layout before digests) that nothing used for :data:`STALE_CACHE_S`
+    are removed; files and links are left. numba makes a removed directory again if a
+    process still running from it compiles."""
+    here = parent / digest
+    try:
+        os.utime(here)
+        return here
+    except FileNotFoundError:
+        pass
+    except OSError:  # not ours to mark (a read-only cache): used as it is
+        return here
+    import shutil
+    import time
+
+    cutoff = time.time() - STALE_CACHE_S
+    try:
+        old = [e.path for e in os.scandir(parent) if e.name != digest
+               and e.is_dir(follow_symlinks=False)
+               and e.stat(follow_symlinks=False).st_mtime < cutoff]  # fmt: skip
+    except OSError:  # no parent yet, or not readable: nothing to prune
+        return here
+    for path in old:
+        shutil.rmtree(path, ignore_errors=True)
+    return here
+
+
 if "NUMBA_CACHE_DIR" not in os.environ and (_cache := _numba_cache_dir()) is not None:
     # an explicit one wins; ours holds one directory per state of the sources
-    os.environ["NUMBA_CACHE_DIR"] = str(_cache / _sources_digest(os.path.dirname(__file__)))
+    _digest = _sources_digest(os.path.dirname(__file__))
+    os.environ["NUMBA_CACHE_DIR"] = str(_use_cache(_cache, _digest))
 
 __all__ = ["__version__"]

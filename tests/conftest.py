@@ -33,7 +33,7 @@ def _numba_cache_per_worker() -> None:
 
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     digest = sensorbench._sources_digest(os.path.dirname(sensorbench.__file__))
-    cache = Path(base) / "sensorbench" / f"numba-xdist-{worker}" / digest
+    cache = sensorbench._use_cache(Path(base) / "sensorbench" / f"numba-xdist-{worker}", digest)
     os.environ["NUMBA_CACHE_DIR"] = str(cache)
 
 

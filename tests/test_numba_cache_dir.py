@@ -1,5 +1,5 @@
-"""Where the compiled kernels are cached: when the home is not writable, and anew when a
-kernel's callee changed in another module.
+"""Where the compiled kernels are cached: when the home is not writable, anew when a
+kernel's callee changed in another module, and the stale caches of older sources removed.
 
 A service run with systemd's ``ProtectHome=`` or ``DynamicUser=`` has no writable home;
 with the package read-only too, numba found no cache directory and every ``cache=True``
@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import sensorbench
-from sensorbench import _sources_digest
+from sensorbench import STALE_CACHE_S, _sources_digest, _use_cache
 
 _KERNEL = "import numba\n\n@numba.njit(cache=True)\ndef bump(x):\n    return x + 1\n"
 
@@ -170,3 +171,48 @@ def test_the_digest_covers_the_package_modules_only(tmp_path: Path) -> None:
     st = (tmp_path / "sub" / "m.py").stat()
     os.utime(tmp_path / "sub" / "m.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
     assert _sources_digest(str(tmp_path)) != first
+
+
+def _aged(path: Path, age_s: float) -> Path:
+    t = path.stat().st_mtime - age_s
+    os.utime(path, (t, t), follow_symlinks=False)
+    return path
+
+
+def test_a_new_cache_removes_the_caches_unused_for_a_week(tmp_path: Path) -> None:
+    """Each change of the sources makes a new cache directory (about 2 MB of machine code):
+    a new one removes the package's other directories that no import used for
+    STALE_CACHE_S, and nothing else."""
+    parent = tmp_path / "numba"
+    stale, recent, layout = (parent / n for n in ("0badc0de", "0a0a0a0a", "fusion_5b7324af97"))
+    for d in (stale, recent, layout):
+        d.mkdir(parents=True)
+        (d / "k.nbi").write_bytes(b"x")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("")
+    (parent / "link").symlink_to(outside, target_is_directory=True)
+    (parent / "note").write_text("")
+    for path in (stale, layout, outside, parent / "link", parent / "note"):
+        _aged(path, STALE_CACHE_S + 3600)
+    _aged(recent, STALE_CACHE_S - 3600)
+    here = _use_cache(parent, "12345678")
+    assert here == parent / "12345678"
+    assert not stale.exists() and not layout.exists()
+    assert recent.is_dir() and (recent / "k.nbi").exists()
+    assert (parent / "link").is_symlink() and (outside / "keep").exists()
+    assert (parent / "note").exists()
+
+
+def test_a_cache_in_use_is_marked_and_prunes_nothing(tmp_path: Path) -> None:
+    """An import from unchanged sources marks its directory as used (so another checkout
+    sharing the cache keeps it) and removes nothing."""
+    parent = tmp_path / "numba"
+    here, stale = parent / "12345678", parent / "0badc0de"
+    here.mkdir(parents=True)
+    stale.mkdir()
+    _aged(here, STALE_CACHE_S + 3600)
+    _aged(stale, STALE_CACHE_S + 3600)
+    assert _use_cache(parent, "12345678") == here
+    assert abs(here.stat().st_mtime - time.time()) < 60
+    assert stale.is_dir()
