@@ -18,7 +18,7 @@ from sensorbench.drivers.a1_protocol import A1Health, A1Info, A1SampleRate, desc
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.drivers.device_protocol import DeviceProtocol
 from sensorbench.drivers.kernels import warm_up
-from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink
+from sensorbench.drivers.serial_link import EventSink, LinkConfig, SerialLink, read_waiting
 from sensorbench.drivers.serial_port import GONE_ERRNOS, ModemSerial, open_serial
 from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import DeviceProtocolError, DeviceSilent, DeviceUnplugged, DriverError
@@ -56,6 +56,7 @@ class A1Lidar:
         self.scanning = False  # a scan started and not stopped since
         self.express_mode: int | None = None  # the last scan's express mode id (None: standard)
         self._serial: ModemSerial | None = None
+        self._rdev = 0  # the open port's device number (a read tells a replaced port)
         self.port = os.fspath(port)
         self.motor_running = False
         self.connect()
@@ -69,6 +70,9 @@ class A1Lidar:
         self.disconnect()
         self._serial = open_serial(self.port, proto.BAUD, timeout_s=POLL_S,
             write_timeout_s=self.read_timeout_s, dtr=not self.motor_running)
+        fd = self._serial.fileno()
+        os.set_blocking(fd, False)  # as pyserial opened it; reads wait in select
+        self._rdev = os.fstat(fd).st_rdev
 
     def disconnect(self) -> None:
         """Close the port; never raises. Closing releases DTR: the motor spins from then on."""
@@ -110,7 +114,8 @@ class A1Lidar:
                 f"{what} (hardware flow control on? another program holding it?)") from err
         except OSError as err:  # serial.SerialException is one, without an errno
             lib = isinstance(err, serial.SerialException)
-            if not lib and err.errno not in GONE_ERRNOS:
+            # FileNotFoundError: a read's end of file with the port's path gone
+            if not lib and err.errno not in GONE_ERRNOS and not isinstance(err, FileNotFoundError):
                 raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
             cause = err if lib else f"errno {err.errno}: {err.strerror}"
             raise DeviceUnplugged(
@@ -125,18 +130,13 @@ class A1Lidar:
         return int(self._io(lambda s: s.in_waiting, "polling the input buffer"))
 
     def read_available(self, max_wait_s: float) -> bytes:
-        """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte."""
-        n = self.waiting()
-        if n:
-            return self._read_now(n)
-        deadline = time.monotonic() + max_wait_s
-        while True:
-            data = self._read_now(1)
-            if data:
-                more = self.waiting()
-                return data + self._read_now(more) if more else data
-            if time.monotonic() >= deadline:
-                return b""
+        """Everything already received, or wait up to ``max_wait_s`` (s) for the first byte
+        (one ``select`` and one read: :func:`~sensorbench.drivers.serial_link.read_waiting`)."""
+        data = self._io(lambda s: read_waiting(s.fd, self.port, self._rdev, max_wait_s),
+                        "reading")  # fmt: skip
+        if data and self.record_raw:
+            self._received += data
+        return data
 
     def read(self, max_wait_s: float) -> bytes:
         """The link's read (:class:`~sensorbench.drivers.serial_link.Port`): every byte read

@@ -55,8 +55,8 @@ class DeviceProtocol:
     valid_item = "valid packet"
     """What :meth:`consume` counts, as the no-valid-data error names it."""
     backlog_limit: int | None = None
-    """Bytes waiting in the port beyond which an ``overrun`` is reported, or None
-    (asking costs an ioctl that some emulated ttys do not support)."""
+    """Bytes waiting in the port (what one read takes) beyond which an ``overrun`` is
+    reported, or None."""
 
     link: SerialLink
 

@@ -41,17 +41,40 @@ class Port(Protocol):
     def read(self, max_wait_s: float) -> bytes:
         """What arrived, waiting at most about ``max_wait_s`` (s); b"" if nothing."""
 
-    def waiting(self) -> int:
-        """Bytes received and not yet read (asked only with a ``backlog_limit``)."""
-
     def close(self) -> None:
         """Close the port; never raises (an unplugged port may fail to close)."""
 
 
+def read_waiting(fd: int, path: str, rdev: int, max_wait_s: float) -> bytes:
+    """Every byte that arrived on the non-blocking tty ``fd`` (opened at ``path`` as
+    device ``rdev``), waiting at most ``max_wait_s`` (s) for the first: one ``select`` and
+    one read (a reader that fell behind catches up in one step). OSError when the port
+    is gone: it errors, or it reports end of file with its tty hung up or ``path`` gone
+    or replaced; an end of file on a present port is no data (no spin: 1 ms)."""
+    if not select.select([fd], [], [], max_wait_s)[0]:
+        return b""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            break
+        if not data:
+            if not chunks:  # end of file: OSError unless the port is still there, open
+                fcntl.ioctl(fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
+                if os.stat(path).st_rdev != rdev:  # FileNotFoundError once gone
+                    raise OSError(errno.ENODEV, f"{path} is another device now")
+                time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
+            break
+        chunks.append(data)
+        if len(data) < 1 << 16:  # the tty had no more: no second read to hear EAGAIN
+            break
+    return b"".join(chunks)
+
+
 class SerialPort:
     """The standard :class:`Port` on the open ``ser``: a read takes everything waiting
-    (a reader that fell behind catches up in one step). It is gone only when it errors
-    or reports end of file with its tty hung up or ``path`` gone or replaced."""
+    (:func:`read_waiting`)."""
 
     def __init__(self, ser: serial.Serial, path: str) -> None:
         self.ser = ser
@@ -63,29 +86,7 @@ class SerialPort:
     def read(self, max_wait_s: float) -> bytes:
         """Every byte that arrived, waiting at most ``max_wait_s`` (s) for the first;
         OSError when the port is gone."""
-        if not select.select([self.fd], [], [], max_wait_s)[0]:
-            return b""
-        chunks: list[bytes] = []
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except (BlockingIOError, InterruptedError):
-                break
-            if not data:
-                if not chunks:  # end of file: OSError unless the port is still there, open
-                    fcntl.ioctl(self.fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
-                    if os.stat(self.path).st_rdev != self._rdev:  # FileNotFoundError once gone
-                        raise OSError(errno.ENODEV, f"{self.path} is another device now")
-                    time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
-                break
-            chunks.append(data)
-            if len(data) < 1 << 16:  # the tty had no more: no second read to hear EAGAIN
-                break
-        return b"".join(chunks)
-
-    def waiting(self) -> int:
-        """Bytes received and not yet read."""
-        return int(self.ser.in_waiting)
+        return read_waiting(self.fd, self.path, self._rdev, max_wait_s)
 
     def close(self) -> None:
         """Close the port; never raises."""
@@ -231,12 +232,12 @@ class SerialLink:
             time.sleep(min(max_wait_s, self.watch.wait_s(time.monotonic_ns())))
             return time.monotonic_ns(), b""
         try:
-            self._check_backlog(port)
             data = port.read(max_wait_s)
         except PORT_GONE as exc:
             self._unplugged(exc)
             return time.monotonic_ns(), b""
         t_ns = time.monotonic_ns()
+        self._check_backlog(t_ns, len(data))
         if data:
             self.received(t_ns, data)
         else:
@@ -317,20 +318,19 @@ class SerialLink:
                     raise DeviceUnavailable(msg) from exc
                 time.sleep(self.watch.wait_s(now))
 
-    def _check_backlog(self, port: Port) -> None:
-        """One ``overrun`` per episode of more than ``backlog_limit`` bytes waiting (it
-        ends below half of that)."""
+    def _check_backlog(self, t_ns: int, n_read: int) -> None:
+        """One ``overrun`` per episode of more than ``backlog_limit`` bytes waiting: a read
+        takes all that waits, so ``n_read`` is the backlog (the episode ends below half)."""
         limit = self.protocol.backlog_limit
         if limit is None:
             return
-        waiting = port.waiting()
-        if waiting < limit // 2:
+        if n_read < limit // 2:
             self._behind = False
-        elif waiting > limit and not self._behind:
+        elif n_read > limit and not self._behind:
             self._behind = True
             self.overruns += 1
-            self.event(time.monotonic_ns(), "overrun",
-                f"host fell behind: {waiting} bytes waiting on {self.port} (kept, not flushed)")
+            self.event(t_ns, "overrun",
+                f"host fell behind: {n_read} bytes waiting on {self.port} (kept, not flushed)")
 
     def _check_first_valid(self, t_ns: int) -> None:
         """After a reconnect: report (once) a device that sends nothing valid in time."""

@@ -21,6 +21,10 @@ from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
 from sensorbench.sim.emulator_a1 import A1Emulator, A1Unit
 from sensorbench.sim.pty import Faults, PtyPort
 
+# the turn kernels compiled before a test polls for a fixed time: from an empty numba
+# cache their compile alone (~1.5 s) outlasted a 1 s window and no turn came out
+pytestmark = pytest.mark.usefixtures("warm_readers")
+
 node = st.tuples(
     st.booleans(), st.integers(0, 63), st.integers(0, 360 * 64 - 1), st.integers(0, 0xFFFF)
 )

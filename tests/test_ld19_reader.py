@@ -244,7 +244,7 @@ def test_a_stop_records_what_arrived_before_it():
         link.open_link()
         try:
             assert port.send(bytes(range(256)) * 4) == 1024
-            wait_until(lambda: link._port.waiting() == 1024, 2.0, "the bytes in the pty")
+            wait_until(lambda: link._port.ser.in_waiting == 1024, 2.0, "the bytes in the pty")
             reader._stop.set()  # the stop came before the reader's next poll
             reader._run()
         finally:
