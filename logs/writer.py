@@ -68,17 +68,36 @@ def _set_attrs(obj: h5py.HLObject, attrs: dict[str, Any] | None) -> None:
         obj.attrs[key] = "" if value is None else text
 
 
-def _new_chunk_bytes(ds: h5py.Dataset, rows: int, geometry: dict[int, tuple[int, int]]) -> int:
-    """Bytes of the chunks HDF5 allocates when ``rows`` rows are added to ``ds``;
-    ``geometry`` keeps each dataset's rows and bytes per chunk by ``id`` (h5py asks HDF5
-    on every read; the writer holds its datasets, so an id stays theirs)."""
-    got = geometry.get(id(ds))
-    if got is None:
-        got = geometry[id(ds)] = (ds.chunks[0], int(np.prod(ds.chunks)) * ds.dtype.itemsize)
-    per_chunk, chunk_bytes = got
-    n = ds.shape[0]
-    new = -(-(n + rows) // per_chunk) + (n // -per_chunk)
-    return new * chunk_bytes
+@dataclass
+class _Rows:
+    """What the writer keeps of one of its datasets (h5py asks HDF5 on every read; the
+    writer holds its datasets, so an ``id`` stays theirs): rows stored, rows and bytes
+    per chunk, the shape of a row."""
+
+    n: int
+    per_chunk: int
+    chunk_bytes: int
+    row_shape: tuple[int, ...]
+
+    @classmethod
+    def of(cls, ds: h5py.Dataset) -> _Rows:
+        chunks = ds.chunks
+        return cls(ds.shape[0], chunks[0], int(np.prod(chunks)) * ds.dtype.itemsize, ds.shape[1:])
+
+    def new_chunk_bytes(self, rows: int) -> int:
+        """Bytes of the chunks HDF5 allocates when ``rows`` rows are added."""
+        chunks = -(-(self.n + rows) // self.per_chunk) + (self.n // -self.per_chunk)
+        return chunks * self.chunk_bytes
+
+    def append(self, ds: h5py.Dataset, data: np.ndarray) -> None:
+        """Store ``data`` after the rows of ``ds`` through h5py's low-level calls (its
+        ``ds[n:] = data`` costs about three times as much, some 35 datasets a flush)."""
+        data = np.ascontiguousarray(data)
+        ds.id.set_extent((self.n + len(data), *self.row_shape))
+        space = ds.id.get_space()
+        space.select_hyperslab((self.n,) + (0,) * len(self.row_shape), data.shape)
+        ds.id.write(h5py.h5s.create_simple(data.shape), space, data)
+        self.n += len(data)
 
 
 @dataclass
@@ -173,7 +192,7 @@ class SessionWriter:
         self._final_status = final_status
         self._reserved_end = 0
         self._streams: dict[tuple[str, str], _Stream] = {}
-        self._geometry: dict[int, tuple[int, int]] = {}
+        self._rows: dict[int, _Rows] = {}  # by id of the dataset
         self._pending_events: list[tuple[int, str, str, str]] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopping = threading.Event()  # wakes the writer thread before its flush time
@@ -515,17 +534,17 @@ class SessionWriter:
                 rows[i] = (t_ns, source.encode()[:32], kind.encode()[:24], message.encode()[:232])
             plan.append((self._events, rows))
             self._pending_events.clear()
+        kept = [self._rows.get(id(ds)) or self._rows.setdefault(id(ds), _Rows.of(ds))
+                for ds, _ in plan]  # fmt: skip
         if self._guard is None:
             growth = _ROOM_MARGIN + sum(
-                _new_chunk_bytes(ds, len(data), self._geometry) for ds, data in plan
+                r.new_chunk_bytes(len(data)) for r, (_, data) in zip(kept, plan, strict=True)
             )
             fd = self._file.id.get_vfd_handle()
             self._reserved_end = reserve_room(fd, self.path, growth)
-        for ds, data in plan:
+        for r, (ds, data) in zip(kept, plan, strict=True):
             if len(data):
-                n = ds.shape[0]
-                ds.resize(n + len(data), axis=0)
-                ds[n:] = data
+                r.append(ds, data)
 
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
         batch = LidarTurns.concat(stream.pending)
