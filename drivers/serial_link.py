@@ -275,7 +275,8 @@ class SerialLink:
         n_valid = self.protocol.consume(t_ns, data)
         if n_valid:
             self._valid_since_open = True
-            self.first_valid.set()
+            if not self.first_valid.is_set():  # set() takes a lock and notifies: once
+                self.first_valid.set()
 
     def close(self) -> None:
         """Close the port (no reopen follows until :meth:`open_link` or :meth:`attach`)."""
