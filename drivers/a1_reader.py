@@ -114,8 +114,7 @@ class A1Lidar:
                 f"{what} (hardware flow control on? another program holding it?)") from err
         except OSError as err:  # serial.SerialException is one, without an errno
             lib = isinstance(err, serial.SerialException)
-            # FileNotFoundError: a read's end of file with the port's path gone
-            if not lib and err.errno not in GONE_ERRNOS and not isinstance(err, FileNotFoundError):
+            if not lib and err.errno not in GONE_ERRNOS:
                 raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
             cause = err if lib else f"errno {err.errno}: {err.strerror}"
             raise DeviceUnplugged(

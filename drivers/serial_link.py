@@ -62,8 +62,12 @@ def read_waiting(fd: int, path: str, rdev: int, max_wait_s: float) -> bytes:
         if not data:
             if not chunks:  # end of file: OSError unless the port is still there, open
                 fcntl.ioctl(fd, termios.TIOCINQ, b"\0\0\0\0")  # EIO once hung up
-                if os.stat(path).st_rdev != rdev:  # FileNotFoundError once gone
-                    raise OSError(errno.ENODEV, f"{path} is another device now")
+                try:
+                    same = os.stat(path).st_rdev == rdev
+                except FileNotFoundError:
+                    same = False
+                if not same:  # one errno for gone or replaced, as readers treat them alike
+                    raise OSError(errno.ENODEV, f"{path} is gone or another device now")
                 time.sleep(min(max_wait_s, 0.001))  # no spin on a spurious wake-up
             break
         chunks.append(data)
