@@ -129,9 +129,7 @@ class PodProtocol(DeviceProtocol):
         lost = np.concatenate([frames.quad_errors, frames.overruns[:, None]], axis=1)
         step = np.diff(lost, axis=0, prepend=self._lost[None, :])
         self._lost = lost[-1].copy()
-        rows = np.flatnonzero(step.any(axis=1))
-        if rows.size == 0:
-            return
+        rows = np.flatnonzero(step.any(axis=1))  # one at least: the last row changed
         total = step.sum(axis=0)
         per_pod = ", ".join(f"pod {k}: {int(n)}" for k, n in enumerate(total[:-1]))
         self.link.event(
