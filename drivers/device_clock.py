@@ -238,12 +238,10 @@ class DeviceClock:
             self._open_pt = pt
 
     def _fit(self) -> None:
-        pts = np.asarray(self._windows)
+        pts = np.asarray(self._windows)  # one window at least: the one just closed
         n = pts.shape[0]
-        if n < 2:
-            return
         xs, ys = pts[:, 0], pts[:, 1]
-        if xs[-1] - xs[0] < 2 * self.window_s:
+        if xs[-1] - xs[0] < 2 * self.window_s:  # also a lone window
             return  # two minima close in time would give any slope: keep the nominal line
         xbar, ybar = xs.mean(), ys.mean()
         sxx = float(np.sum((xs - xbar) ** 2))
