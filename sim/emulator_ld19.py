@@ -214,10 +214,9 @@ class LD19Quirks:
     timestamp_start_ms: int = 0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.header_in_payload_rate <= 1.0:
-            raise SimError("header_in_payload_rate must be in [0, 1]")
-        if not 0.0 <= self.impossible_rate <= 1.0:
-            raise SimError("impossible_rate must be in [0, 1]")
+        for name in ("header_in_payload_rate", "impossible_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise SimError(f"{name} must be in [0, 1]")
         if not 0 <= self.timestamp_start_ms < TIMESTAMP_MODULUS_MS:
             raise SimError("timestamp_start_ms must be in [0, 30000)")
 
