@@ -114,11 +114,10 @@ def parse_port_path(text: str) -> tuple[str, str | None]:
     numbers = [int(match["bus"]), *(int(p) for p in match["ports"].split("."))]
     if min(numbers) < 1 or max(numbers) > 255:
         raise UdevError(f"invalid USB port path {text!r}: bus and port numbers are 1..255")
-    port = f"{int(match['bus'])}-{'.'.join(str(int(p)) for p in match['ports'].split('.'))}"
-    interface = None
-    if match["cfg"] is not None:
-        interface = f"{int(match['cfg'])}.{int(match['iface'])}"
-    return port, interface
+    port = f"{numbers[0]}-{'.'.join(map(str, numbers[1:]))}"
+    if match["cfg"] is None:
+        return port, None
+    return port, f"{int(match['cfg'])}.{int(match['iface'])}"
 
 
 def validate_id_path(text: str) -> str:
