@@ -246,8 +246,11 @@ class SerialLink:
             self.received(t_ns, data)
         else:
             self._silent(t_ns)
-        if self.reconnects and not self._valid_since_open:
-            self._check_first_valid(t_ns)
+        limit = self.first_valid_timeout_s  # after a reconnect: nothing valid in time, once
+        if (self.reconnects and not self._valid_since_open and limit is not None
+                and not self._no_valid_reported and (t_ns - self.opened_ns) / 1e9 >= limit):
+            self._no_valid_reported = True
+            self.event(t_ns, "error", self.no_valid_error(limit, "reopening"))
         return t_ns, data
 
     def drain(self) -> None:
@@ -336,14 +339,6 @@ class SerialLink:
             self.overruns += 1
             self.event(t_ns, "overrun",
                 f"host fell behind: {n_read} bytes waiting on {self.port} (kept, not flushed)")
-
-    def _check_first_valid(self, t_ns: int) -> None:
-        """After a reconnect: report (once) a device that sends nothing valid in time."""
-        limit = self.first_valid_timeout_s
-        if limit is None or self._no_valid_reported or (t_ns - self.opened_ns) / 1e9 < limit:
-            return
-        self._no_valid_reported = True
-        self.event(t_ns, "error", self.no_valid_error(limit, "reopening"))
 
     def _silent(self, t_ns: int) -> None:
         silent_s = self.watch.silent_s(t_ns)
