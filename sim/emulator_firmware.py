@@ -209,11 +209,9 @@ class FirmwarePodEmulator(PtyEmulator):
             proc = self._proc
             if proc is None or proc.stdin is None or proc.poll() is not None:
                 return
-            try:
+            with contextlib.suppress(BrokenPipeError, ValueError):
                 proc.stdin.write(text + "\n")
                 proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
 
     def _on_dtr(self, asserted: bool) -> None:
         if asserted:  # the falling edge of DTR# pulls RESET low through the capacitor
