@@ -55,9 +55,7 @@ LD19 = register(DeviceKind(name="ld19", model="LD19", protocol="ld19", baud=2304
     datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
 ))  # fmt: skip
 # The LD06: the LD19's protocol, bytes and emulation defaults (the samples_per_s above
-# are its real captures'); its own name and datasheet figures
-# (LDROBOT LD06 development manual v1.0: 230400 baud, 4500 samples/s, 5-13 Hz scan,
-# 10 Hz by default, 0.02-12 m; docs/LD19.md, section LD06).
+# are its real captures'); its own name and datasheet (figures: docs/LD19.md, LD06).
 register(replace(LD19, name="ld06", model="LD06",
     datasheet="docs/LD19.md, section LD06 (LDROBOT LD06 development manual v1.0)"))  # fmt: skip
 register(DeviceKind(name="a1", model="A1", protocol="rplidar", baud=115200, mounted=True,
