@@ -469,12 +469,8 @@ class Session:
     def encoder_names(self) -> list[str]:
         return self._names("encoder")
 
-    def pose_names(self, kind: str | None = None) -> list[str]:
-        """Names of the pose streams, optionally only those of ``kind``."""
-        names = self._names("pose")
-        if kind is None:
-            return names
-        return [n for n in names if self.pose(n).attrs.get("kind") == kind]
+    def pose_names(self) -> list[str]:
+        return self._names("pose")
 
     def _get(self, kind: str, name: str, cls: type[_Stream]) -> Any:
         group = self.h5.get(f"{GROUPS[kind]}/{name}")
@@ -492,14 +488,12 @@ class Session:
     def encoder(self, name: str) -> EncoderStream:
         return self._get("encoder", name, EncoderStream)
 
-    def encoder_or_only(self, name: str | None = None) -> EncoderStream:
-        """The encoder stream ``name``, or the session's first one when ``name`` is None.
+    def encoder_or_only(self) -> EncoderStream:
+        """The session's first encoder stream.
 
         Raises:
-            SessionError: the session has no encoder stream, or none called ``name``.
+            SessionError: the session has no encoder stream.
         """
-        if name is not None:
-            return self.encoder(name)
         names = self.encoder_names()
         if not names:
             raise SessionError(f"{self.path}: no encoder stream; record the pods during the drive")
