@@ -247,13 +247,12 @@ def _pose_imported(
     t_ns: np.ndarray,
     pos: np.ndarray,
     quat: np.ndarray,
-    valid: np.ndarray,
     duplicates: str,
     attrs: dict[str, Any],
-    flags: np.ndarray | None = None,
 ) -> Imported:
-    """Checked, de-duplicated pose samples given all at once (a ROS bag's)."""
-    chunk = _pose_chunk(path, np.asarray(lines), t_ns, pos, quat, valid, flags)
+    """Checked, de-duplicated pose samples given all at once (a ROS bag's; all valid)."""
+    valid = np.ones(len(t_ns), bool)
+    chunk = _pose_chunk(path, np.asarray(lines), t_ns, pos, quat, valid)
     return _pose_stream(path, [chunk] if len(t_ns) else [], attrs, duplicates).whole()
 
 

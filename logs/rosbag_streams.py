@@ -255,9 +255,7 @@ def pose_stream(
         )
         attrs["twist"] = ("ROS twist in the child frame: vx vy vz (m/s) wx wy wz (rad/s), "
                           "twist_covariance rows/columns alike")  # fmt: skip
-    imported = _pose_imported(
-        where, index, t_ns, pos, quat, np.ones(len(rows), bool), duplicates, attrs
-    )
+    imported = _pose_imported(where, index, t_ns, pos, quat, duplicates, attrs)
     differ = bool(np.any(recv[kept] != t_ns[kept]))
     return BagStream(spec, imported, recv[kept] if differ else None, cov, twist)
 
@@ -284,9 +282,8 @@ def tf_stream(bag: Path, spec: TfSpec, tree: TfTree, max_position_m: float) -> B
         ros_tf_interpolation="tf2: linear translation, slerp rotation between the two "
         "nearest samples of each link; no extrapolation",
     )
-    valid = np.ones(chain.t_ns.size, bool)
     imported = _pose_imported(
-        where, index, chain.t_ns, chain.position, chain.quat_xyzw, valid, "error", attrs
+        where, index, chain.t_ns, chain.position, chain.quat_xyzw, "error", attrs
     )
     return BagStream(spec, imported)
 
