@@ -492,9 +492,9 @@ def prepare_campaign(
         for tr, al, n, src in zip(tracks, first, names, sources, strict=True)
     ]
     own_models = fit_groups([p.series for p in start], [[i] for i in range(len(tracks))])
-    search = (max_offset_s, max_gap_s) if estimate else None
+    search = max_offset_s if estimate else None
     own = [
-        _own_alignment(tracks[i], start[i], own_models[i], mode, xcorr[i], search, max_gap_s, i)
+        _own_alignment(tracks[i], start[i], own_models[i], mode, xcorr[i], search, max_gap_s)
         for i in range(len(tracks))
     ]
     alone = [
@@ -528,26 +528,24 @@ def prepare_campaign(
 
 def _own_alignment(
     tr: tuple[PoseTrack, PoseTrack], ps: PreparedSession, fit: GroupFits, mode: str,
-    xcorr: tuple[float, float], search: tuple[float, float | None] | None, max_gap_s: float | None,
-    index: int,
+    xcorr: tuple[float, float], max_offset_s: float | None, max_gap_s: float | None,
 ) -> tuple[Alignment, OffsetDrift | None, GroupFit]:
-    """Session ``index``'s own offset and frame by GLS, weighted by its own model ``fit``.
+    """A session's own offset and frame by GLS, weighted by its own model ``fit``.
 
-    ``search``: ``(max_offset_s, max_gap_s)`` when the offset is estimated, None when
+    ``max_offset_s``: the offset search's bound (s) when the offset is estimated, None when
     given. Returns the alignment (se inflated by drift), that drift and the GLS fit."""
     al = ps.alignment
     params = np.stack([fit[a].values for a in POSE_AXES])
     starts = ps.series.reloc_times_s()
     g = refine(
         [tr], [al.offset_s], _frame_of(al, mode), [starts], params,
-        estimate_offset=search is not None, max_gap_s=max_gap_s,
+        estimate_offset=max_offset_s is not None, max_gap_s=max_gap_s,
         wrong=[ps.series.t_s[fit.wrong.masks[0]]],
     )
     se = g.offset_se_s(0)
     own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
-    if search is None:
+    if max_offset_s is None:
         return own, None, g
-    max_offset_s, _ = search
     drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
     se *= 1.0 if drift is None else drift.inflation
     own = replace(
