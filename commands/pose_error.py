@@ -110,8 +110,7 @@ def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @subgroup("fit").command("pose-error")
 @_session_options
 @opt.output_option("Write the model (TOML).", force="OUTPUT and figures")
-@click.pass_context
-def fit_pose_error_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
+def fit_pose_error_cmd(selection: _Selection, as_json: bool, plots: str | None,
         output: str | None, force: bool) -> None:
     """Fit the pose-error model of SENSOR against REFERENCE over SESSIONS (HDF5).
 
