@@ -471,7 +471,6 @@ class _OptResult:
     nll: np.ndarray  # (P,)
     hess: np.ndarray  # (P, d, d)
     at_bound: np.ndarray  # (P, d) bool
-    iterations: np.ndarray  # (P,)
     converged: np.ndarray  # (P,) bool
 
 
@@ -535,7 +534,6 @@ def minimize_batched(
     all_idx = np.arange(p)
     nll, grad, hess = evaluate(theta, all_idx)
     lam = np.full(p, 1e-3)
-    iters = np.ones(p, dtype=int)
     converged = np.zeros(p, dtype=bool)
     active = all_idx[np.isfinite(nll)]
     for it in range(MAX_ITER):
@@ -558,7 +556,6 @@ def minimize_batched(
         step = _damped_step(vec, ev_abs, proj, free, lam[active])
         trial = np.clip(th + step, lower[active], upper[active])
         f_t, g_t, h_t = evaluate(trial, active)
-        iters[active] += 1
         ok = np.isfinite(f_t) & (f_t <= nll[active] + 1e-12 * np.abs(nll[active]))
         acc = active[ok]
         theta[acc], nll[acc], grad[acc], hess[acc] = trial[ok], f_t[ok], g_t[ok], h_t[ok]
@@ -574,7 +571,7 @@ def minimize_batched(
     at_bound = (theta <= lower + 1e-6) | (theta >= upper - 1e-6)
     if progress is not None:
         progress(MAX_ITER, MAX_ITER)
-    return _OptResult(theta, nll, hess, at_bound, iters, converged)
+    return _OptResult(theta, nll, hess, at_bound, converged)
 
 
 # --------------------------------------------------------------------------- model
