@@ -44,8 +44,6 @@ class GroupFit:
     frame: Frame
     cov: np.ndarray  # (P, P) covariance of the estimated parameters
     offset_column: np.ndarray  # (S,) column of each session's offset in cov (-1: given)
-    iterations: int
-    converged: bool
     centre: np.ndarray  # (3,) m, the point the rotation increments turn about
     fit_frame: bool = True
 
@@ -238,13 +236,11 @@ def refine(
     n_frame = len(eps_i) + n_t + len(beta_i) if fit_frame else 0
     n_par = n_delta + n_frame
     if n_par == 0:
-        return GroupFit(offsets, frame, np.zeros((0, 0)), col, 0, True, np.zeros(3), fit_frame)
+        return GroupFit(offsets, frame, np.zeros((0, 0)), col, np.zeros(3), fit_frame)
     centre = np.mean(np.concatenate([s.ref.ref.position for s in sessions]), axis=0)
     params = np.asarray(params, dtype=float)
-    converged = False
-    iterations = 0
     info = np.eye(n_par)
-    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+    for _ in range(max_iter):
         info, grad = _normal_equations(
             sessions, offsets, frame, centre, params, col, n_delta, n_frame, max_gap_s
         )
@@ -261,12 +257,9 @@ def refine(
         if n_frame:
             frame = _apply(frame, step[n_delta:], centre)
         if np.all(np.abs(step) < STEP_TOLERANCE * np.sqrt(np.diag(np.linalg.inv(info)))):
-            converged = True
             break
     cov = np.linalg.inv(info)
-    return GroupFit(
-        offsets, frame, 0.5 * (cov + cov.T), col, iterations, converged, centre, fit_frame
-    )
+    return GroupFit(offsets, frame, 0.5 * (cov + cov.T), col, centre, fit_frame)
 
 
 PIECES = 4

@@ -434,7 +434,7 @@ def _offset_only(al: Alignment) -> GroupFit:
     """The estimate of a pooled offset alone (frame not from the others), for its variance."""
     return GroupFit(
         np.array([al.offset_s]), _frame_of(al, "none"), np.array([[al.offset_se_s**2]]),
-        np.array([0]), 0, True, np.zeros(3), fit_frame=False,
+        np.array([0]), np.zeros(3), fit_frame=False,
     )
 
 
