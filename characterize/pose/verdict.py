@@ -25,14 +25,12 @@ from sensorbench.characterize.pose.scale import SCALE_TOLERANCE, ScaleCheck, sca
 from sensorbench.characterize.pose.series import AXIS_UNITS, POSE_AXES
 from sensorbench.characterize.pose.validate import ValidationReport
 
-REASON_CODES = ("DRIFT", "SCALE", "FRAME", "MISFIT")
-
 
 @dataclass(frozen=True)
 class Reason:
     """One named failure of the model part."""
 
-    code: str  # one of REASON_CODES
+    code: str  # DRIFT, SCALE, FRAME or MISFIT
     subject: str  # the axis, the session, or "campaign"
     message: str
 
