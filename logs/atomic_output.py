@@ -242,18 +242,17 @@ def temp_name(path: Path) -> Path:
 def link_no_clobber(src: Path, dst: Path) -> None:
     """Give ``src``'s file the name ``dst`` too; OutputError if ``dst`` exists. Without
     hard links the file is renamed instead (``src`` is then gone)."""
+    appeared = OutputError(f"{dst} appeared while it was being written; nothing replaced")
     try:
         os.link(src, dst)
     except FileExistsError:
-        raise OutputError(f"{dst} appeared while it was being written; nothing replaced") from None
+        raise appeared from None
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
             raise
         # no hard links on this file system: the existence check and rename race
         if dst.exists():
-            raise OutputError(
-                f"{dst} appeared while it was being written; nothing replaced"
-            ) from None
+            raise appeared from None
         os.rename(src, dst)
 
 
