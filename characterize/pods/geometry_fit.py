@@ -77,11 +77,10 @@ def joint_sandwich(
     n_par = n_pods * k + n_sessions
     score = np.zeros((m, n_par))
     A = np.zeros((n_par, n_par))
-    rate = xi_rate
     for p in range(n_pods):
         J = np.zeros((m, n_par))
         J[:, p * k : (p + 1) * k] = xi
-        J[np.arange(m), n_pods * k + session] = rate @ betas[p]
+        J[np.arange(m), n_pods * k + session] = xi_rate @ betas[p]
         inlier = weights[p] >= 1.0
         A += J[inlier].T @ J[inlier]
         # HC3: a row's own fit shrinks its residual by (1 − h); undo it, since the
