@@ -46,6 +46,7 @@ def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
     in the stream's time_base). See docs/A1.md.
     """
     from sensorbench.drivers.a1_turns import decode_a1
+    from sensorbench.drivers.decode_display import a1_decode_lines
 
     check_output(output, force=force, inputs=[raw])
     summary = decode_a1(
@@ -55,19 +56,7 @@ def decode_a1_cmd(raw: Path, output: Path, name: str, stream: str | None,
     if as_json:
         click.echo(to_json(summary))
         return
-    click.echo(
-        f"{output}: {summary['turns']} turns, {summary['points']} points from "
-        f"{summary['bytes']} bytes ({summary['scans']} scan starts, "
-        f"{summary['bytes_skipped']} bytes skipped); times: {summary['time_base']}")
-    dropped = summary["nodes_dropped_offsets"]
-    if dropped or summary["ranges_beyond_limit"]:
-        shown = ", ".join(str(o) for o in dropped[:20])
-        more = " ..." if len(dropped) > 20 else ""
-        click.echo(
-            f"  {len(dropped)} nodes dropped for an impossible angle (>= 360 deg)"
-            + (f" at byte offsets {shown}{more}" if shown else "")
-            + f"; {summary['ranges_beyond_limit']} ranges beyond 12 m stored as nan"
-        )
+    click.echo("\n".join(a1_decode_lines(output, summary)))
 
 
 @emulate.command("a1")

@@ -36,6 +36,7 @@ def decode_ld19_cmd(source: Path, output: Path, device: str | None, name: str | 
     times: the unwrapped device time, said in the stream's time_base). The raw bytes are
     copied into OUTPUT. See docs/LD19.md.
     """
+    from sensorbench.drivers.decode_display import ld19_decode_lines
     from sensorbench.drivers.ld19_decode import decode_ld19
 
     check_output(output, force=force, inputs=[source])
@@ -45,20 +46,7 @@ def decode_ld19_cmd(source: Path, output: Path, device: str | None, name: str | 
     if as_json:
         click.echo(to_json(summary))
         return
-    click.echo(f"{summary['output']}: {summary['turns']} turns, {summary['points']} points")
-    for key in (
-        "bytes", "packets", "crc_failures", "bytes_skipped", "unknown_packets", "span_failures",
-        "timestamp_failures", "speed_failures", "lost_packets", "ranges_beyond_limit",
-    ):  # fmt: skip
-        click.echo(f"  {key:16s} {summary[key]}")
-    bad = summary["impossible_offsets"]
-    if bad:
-        shown = ", ".join(f"{b['offset']} ({b['reason']})" for b in bad[:20])
-        click.echo(
-            f"  skipped impossible packets at byte offsets {shown}"
-            + (" ..." if len(bad) > 20 else "")
-        )
-    click.echo(f"  time base        {summary['time_base']}")
+    click.echo("\n".join(ld19_decode_lines(summary)))
 
 
 def emulate_command(kind_name: str, model: str) -> click.Command:
