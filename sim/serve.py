@@ -20,13 +20,14 @@ POLL_S = 0.05  # host seconds between checks of the stop event, deadline and sch
 
 @contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT/SIGTERM while the block runs (off the main thread: only by
-    the caller); the previous handlers are restored on exit."""
+    """An event set by SIGINT, SIGTERM or SIGHUP (a dropped SSH session to the robot) while
+    the block runs (off the main thread: only by the caller); the previous handlers are
+    restored on exit."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in old:
         signal.signal(sig, lambda *_: stop.set())
     try:
