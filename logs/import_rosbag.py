@@ -23,6 +23,7 @@ import numpy as np
 
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import rosbag_streams as rs
+from sensorbench.logs.atomic_output import regular_input
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
@@ -68,6 +69,8 @@ def open_bag(bag: Path) -> Any:
             f"{bag} is a directory without metadata.yaml: neither a session file nor a "
             "rosbag2 bag"
         )
+    if not bag.is_dir():  # a FIFO or a device: rosbags' open would wait for a writer forever
+        regular_input(bag, ImportFormatError, "ROS bag")
     try:
         reader = AnyReader([bag])
         reader.open()

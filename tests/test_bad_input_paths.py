@@ -82,6 +82,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     out = {"good": good, "tum": su.write_tum(d / "ok.tum", 20), "kitti": d / "k.txt"}
     out["kitti"].write_text("1 0 0 0 0 1 0 0 0 0 1 0\n")
     os.mkfifo(d / "fifo")
+    os.mkfifo(d / "fifo.bag")  # named like a ROS 1 bag: rosbags opens it (and waits)
     (d / "directory").mkdir()
     (d / "dir.h5").mkdir()  # named like a session: the message must still say "directory"
     (d / "truncated").write_bytes(data[: len(data) // 2])
@@ -145,6 +146,27 @@ def test_a_real_process_ends_on_a_fifo_and_a_device(files, command) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "not a file to read" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["info", "{F}"], ["import", "rosbag", "{F}", "--topic", "/odom=odom", "--into", "{O}"]],
+)
+def test_a_fifo_named_like_a_bag_is_refused_not_waited_on(files, tmp_path, command) -> None:
+    """rosbags opened a FIFO named ``*.bag`` and waited for a writer forever."""
+    fifo = str(files["good"].parent / "fifo.bag")
+    args = [a.replace("{F}", fifo).replace("{O}", str(tmp_path / "out.h5")) for a in command]
+    old = signal.signal(signal.SIGALRM, _raise_hang)
+    signal.alarm(DEADLINE_S)
+    try:
+        done = CliRunner().invoke(cli, args)
+    except _Hang:
+        pytest.fail(f"{' '.join(args)} still ran after {DEADLINE_S} s")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert done.exit_code == 2 and f"{fifo} is a FIFO" in done.output, done.output
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("where", ["under a file", "in /proc"])
