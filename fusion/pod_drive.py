@@ -71,12 +71,12 @@ def encoder_host_seconds(
     """Encoder frame times on the host clock (s): a straight line of device time, its
     slope combined with the ``nominal_slope`` (host s per device s, ±
     :data:`MCU_CLOCK_TOLERANCE_PPM`) by
-    :func:`_clock_slope` when given, else least squares; without a device clock, the host
-    receive times."""
+    :func:`_clock_slope` when given, else least squares; without a device clock (or one
+    that does not advance: a stopped MCU timer), the host receive times."""
     host = np.asarray(host_ns, dtype=np.int64)
     dev = np.asarray(device_ns, dtype=np.int64)
     has_dev = dev != NO_DEVICE_TIME
-    if np.count_nonzero(has_dev) < max(10, host.size // 2):
+    if np.count_nonzero(has_dev) < max(10, host.size // 2) or np.ptp(dev[has_dev]) == 0:
         return (host - host[0]) * 1e-9 + host[0] * 1e-9
     d = (dev[has_dev] - dev[has_dev][0]) * 1e-9
     h = (host[has_dev] - host[0]) * 1e-9

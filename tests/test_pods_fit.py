@@ -188,6 +188,15 @@ def test_a_clock_off_its_nominal_rate_is_timed_by_the_data() -> None:
     assert abs(rate - 1) < 30e-6, rate
 
 
+@pytest.mark.parametrize("nominal", [None, 1.0])
+def test_a_device_clock_that_does_not_advance_is_no_clock(nominal) -> None:
+    # a stopped MCU timer (t_us = 0 in every frame): least squares on a zero-width device
+    # time raised LinAlgError through replay, fit pods and fit noise
+    host_ns = np.round((1000 + np.arange(400) / 200.0) * 1e9).astype(np.int64)
+    out = encoder_host_seconds(host_ns, np.zeros(host_ns.size, np.int64), nominal)
+    assert np.allclose(out, host_ns * 1e-9, rtol=0, atol=1e-9)  # the host receive times
+
+
 CALIBRATION_SEEDS = tuple(range(1000, 1050))
 CALIBRATION_CHUNKS = tuple(CALIBRATION_SEEDS[i : i + 5] for i in range(0, 50, 5))
 calibration_root = honesty.shared_root("pods_fit_calibration")
