@@ -35,13 +35,23 @@ class SchemaError(ValueError):
         self.path = path
 
 
+MAX_TEXT_BYTES = 16 << 20
+"""The largest configuration, scenario or model file read (bytes): far above any real one,
+so a session or a log passed by mistake is refused before it is read whole."""
+
+
 def read_text(path: str | os.PathLike[str], error: type[SensorbenchError], what: str) -> str:
     """The text of the regular file ``path`` (UTF-8, a byte-order mark dropped); ``error``
-    ``PATH: cannot read WHAT: why`` when it cannot be read."""
+    ``PATH: cannot read WHAT: why`` when it cannot be read or is over
+    :data:`MAX_TEXT_BYTES`."""
     from sensorbench.logs.atomic_output import regular_input  # imports click: not at load
 
     checked = regular_input(path, error, what)
     try:
+        size = checked.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise error(f"{checked}: cannot read {what}: {size} bytes, more than a {what} "
+                        f"can be ({MAX_TEXT_BYTES >> 20} MiB)")  # fmt: skip
         return checked.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{checked}: cannot read {what}: {exc}") from None

@@ -16,6 +16,8 @@ import numpy as np
 import odometry_util as ou
 import pose_util
 import pytest
+import session_util as su
+from click.testing import CliRunner
 
 from sensorbench.characterize.pose.error_model import (
     PARAMS,
@@ -23,6 +25,7 @@ from sensorbench.characterize.pose.error_model import (
     PoseErrorModel,
     fit_pose_error,
 )
+from sensorbench.cli import cli
 from sensorbench.errors import FitError, FusionError, ModelFileError
 from sensorbench.fusion.filter_noise import (
     AxisNoise,
@@ -33,6 +36,7 @@ from sensorbench.fusion.filter_noise import (
 from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.fusion.pod_kinematics import load_pod_model, save_pod_model
 from sensorbench.logs.model_file import dumps_toml, file_sha256, provenance
+from sensorbench.logs.toml_schema import MAX_TEXT_BYTES
 from sensorbench.sim.scenario import pose_model_overrides
 
 OLD = Path(__file__).parent / "data" / "old_model_files"
@@ -254,3 +258,16 @@ def test_the_writer_round_trips_what_toml_can_hold() -> None:
     assert math.isnan(tomllib.loads(dumps_toml({"n": math.nan}))["n"])
     with pytest.raises(TypeError, match="cannot write"):
         dumps_toml({"x": object()})
+
+
+def test_a_file_too_large_for_a_model_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    # a session passed as --pods by mistake: read whole, a 400 MiB one took 835 MiB of
+    # memory before "not UTF-8"; a sparse file, so the test writes nothing
+    big = tmp_path / "session.h5"
+    with big.open("wb") as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+        f.truncate(MAX_TEXT_BYTES + 1)
+    good = su.write_small_session(tmp_path / "good.h5")
+    done = CliRunner().invoke(cli, ["replay", str(good), "--pods", str(big)])
+    assert done.exit_code == 2, done.output
+    assert f"{big}: cannot read model file: {MAX_TEXT_BYTES + 1} bytes" in done.output
