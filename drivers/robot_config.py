@@ -22,7 +22,7 @@ from sensorbench.drivers.port_power import POWER_METHODS, PortPower
 from sensorbench.errors import ConfigError, FusionError
 from sensorbench.logs import toml_schema
 from sensorbench.logs.atomic_output import file_kind
-from sensorbench.logs.schema import name_conflict
+from sensorbench.logs.schema import LIVE_OUTPUTS, name_conflict
 from sensorbench.logs.toml_schema import FL, F, Free, I, KeyPath, S, SchemaError, Table, Tables
 
 STANDARD_BAUDS = (1200, 2400, 4800, 9600, 19200, 38400, 57600, 115200, 230400, 250000,
@@ -319,6 +319,8 @@ class _Validator:
             raise SchemaError((*path, "mount"),
                 f"a {kind.name} has no mount; its geometry is the [{kind.name}] table")
         taken = name_conflict("lidar" if kind.mounted else "encoder", out["name"], [])
+        if out["name"] in LIVE_OUTPUTS:
+            taken = f"device name {out['name']!r} is reserved: `live` writes a stream of that name"
         if taken:
             raise SchemaError((*path, "name"), taken)
         mount = None

@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from sensorbench.logs import PoseBatch, PoseFlag, SessionWriter
+from sensorbench.logs.schema import ESTIMATE_STREAM
 
-ESTIMATE_STREAM = "estimate"
-"""The stream name of the split filters' estimate."""
 CROSS_CHECK = "pods_vs_imu"
 """Monitor key of the pods-against-IMU heading check (beside the axes x, y, theta)."""
 ESTIMATE_UNITS = "position m, quaternion xyzw, covariance m² / m·rad / rad² (ROS order), time ns"

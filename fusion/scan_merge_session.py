@@ -22,8 +22,7 @@ from sensorbench.fusion.scan_merge import (
     pose_interpolator,
 )
 from sensorbench.logs import Session, SessionWriter
-
-MERGED_STREAM = "merged"
+from sensorbench.logs.schema import MERGED_STREAM
 
 
 @dataclass

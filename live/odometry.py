@@ -22,7 +22,6 @@ import numpy as np
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_loop import predict_pv
 from sensorbench.fusion.estimate_stream import (
-    ESTIMATE_STREAM,
     estimate_batch,
     estimate_times_ns,
     write_monitor_events,
@@ -41,6 +40,7 @@ from sensorbench.live.latency import LatencyLog
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
 from sensorbench.logs.model_keys import AXES
+from sensorbench.logs.schema import ESTIMATE_STREAM
 
 DEGRADED, COASTING = int(PoseFlag.DEGRADED), int(PoseFlag.COASTING)
 NOT_COASTING = np.zeros(1, bool)

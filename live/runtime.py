@@ -23,9 +23,8 @@ from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.reader_base import ReaderStatus
 from sensorbench.drivers.robot_config import RobotConfig
 from sensorbench.errors import LiveError
-from sensorbench.fusion.estimate_stream import ESTIMATE_STREAM, declare_estimate
+from sensorbench.fusion.estimate_stream import declare_estimate
 from sensorbench.fusion.scan_merge import MergeSetup, StreamingMerger
-from sensorbench.fusion.scan_merge_session import MERGED_STREAM
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
@@ -33,6 +32,7 @@ from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
 from sensorbench.logs.ros2_cdr import BODY_FRAME
+from sensorbench.logs.schema import ESTIMATE_STREAM, MERGED_STREAM
 
 if TYPE_CHECKING:
     from sensorbench.drivers.capture import CaptureResult

@@ -92,6 +92,13 @@ RESERVED_NAMES = ("events", "truth", "_status")
 """Names no stream may take: the file's root entries; ``events`` also names the event
 table wherever a command takes a stream name (``export --stream events``, replay)."""
 
+MERGED_STREAM = "merged"
+"""The merged dual-scan stream (``merge``, ``live``)."""
+ESTIMATE_STREAM = "estimate"
+"""The split filters' estimate stream (``replay -o``, ``live``)."""
+LIVE_OUTPUTS = (MERGED_STREAM, ESTIMATE_STREAM)
+"""The streams ``live`` writes beside the devices': no device may take their names."""
+
 KIND_NAMES = {"pods": "encoder", "ld19": "lidar", "a1": "lidar", "mocap": "pose",
               "pose_sensor": "pose", "estimate": "pose"}  # fmt: skip
 """Default stream names that belong to one kind of stream; no other kind may take them."""

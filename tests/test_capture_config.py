@@ -55,6 +55,8 @@ def test_shipped_examples_are_valid(tmp_path) -> None:
         ),
         (('port = "/dev/sensorbench/top"\n', ""), "[[devices]]", 2, "devices[1].port: is required"),
         (('name = "top"', 'name = "front"'), 'name = "front"', 2, "duplicate device name"),
+        (('name = "top"', 'name = "merged"'), 'name = "merged"', 1, "'merged' is reserved"),
+        (('name = "pods"', 'name = "estimate"'), 'name = "estimate"', 1, "'estimate' is reserved"),
         (
             ("yaw_rad = 3.14159", "yaw = 3.14159"),
             "yaw = 3.14159",
