@@ -1,5 +1,6 @@
 """sensorbench: bring up, capture, characterize and validate robot sensors."""
 
+import logging
 import os
 from pathlib import Path
 
@@ -126,5 +127,11 @@ if "NUMBA_CACHE_DIR" not in os.environ and (_cache := _numba_cache_dir()) is not
     # an explicit one wins; ours holds one directory per state of the sources
     _digest = _sources_digest(os.path.dirname(__file__))
     os.environ["NUMBA_CACHE_DIR"] = str(_use_cache(_cache, _digest))
+
+# A library does not print: without a handler the application installs (``demo`` shows
+# them in its progress lines), drivers' warnings went to stderr through logging's
+# last-resort handler, across the capture status line; each is also a bring-up row or a
+# session event
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = ["__version__"]

@@ -5,6 +5,9 @@ does not (uhubctl exits 1) or only pretends to (the tty stays), and both halves 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from fake_hub import FakeHub
 
@@ -160,3 +163,13 @@ def test_a_sysfs_port_that_cannot_be_switched_falls_back_to_dtr(tmp_path):
     assert [r.ready for r in rows] == [True, True], [r.why for r in rows]
     for r in rows:
         assert "cannot write" in r.warning and "staggered by DTR instead" in r.warning
+
+
+def test_a_driver_warning_is_not_printed_by_the_library() -> None:
+    # without a handler of the application's, logging's last resort wrote it to stderr
+    # (across the capture status line); bring-up rows and session events carry it
+    code = ("import logging, sensorbench.cli; "
+            "logging.getLogger('sensorbench.powerup').warning('front: staggered by DTR')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
