@@ -26,6 +26,11 @@ JUMP_REL = 0.03
 MAX_SLOPE = np.tan(np.radians(85.0))
 CHUNK_PAIRS = 256  # pairs merged per vectorised batch (keeps the arrays in cache)
 STEP_TURNS = 10
+MAX_LAG_S = 5.0
+"""How far (s) one lidar's turns may run ahead of the other's in :class:`StreamingMerger`
+before its older turns are decided unpaired: a lidar that stopped (unplugged, or never up
+under ``--allow-missing``) does not make the merger hold the other's turns without
+bound. Turns that arrive later than this behind the other lidar's are unpaired."""
 """Turns with points, from a stream's start, over which its angular step is measured."""
 
 
@@ -373,8 +378,9 @@ def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> Merge
 class StreamingMerger:
     """Incremental merge for capture: push turns as they arrive, get merged turns back,
     equal to :func:`merge_scans` over the whole streams, delayed by about ``2 × max_dt_s``
-    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points). Not
-    thread-safe: call from one thread."""
+    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points), as
+    long as neither lidar falls :data:`MAX_LAG_S` behind the other. Not thread-safe: call
+    from one thread."""
 
     def __init__(self, setup: MergeSetup) -> None:
         self.setup = setup
@@ -388,30 +394,38 @@ class StreamingMerger:
         if which not in self._buf:
             raise FusionError(f"push 'front' or 'rear' turns, not {which!r}")
         self._buf[which] = LidarTurns.concat([self._buf[which], turns])
-        front, rear = self._buf["front"], self._buf["rear"]
-        if front.n_turns == 0 or rear.n_turns == 0:
+        sides = (self._buf["front"], self._buf["rear"])
+        ends = [int(turn_centres_ns(t)[-1]) for t in sides if t.n_turns]
+        if not ends:
             return LidarTurns.empty()
-        with_points = min(np.count_nonzero(t.count > 0) for t in (front, rear))
-        if self._steps is None and with_points < STEP_TURNS:
-            return LidarTurns.empty()
-        horizon = min(turn_centres_ns(front)[-1], turn_centres_ns(rear)[-1])
-        return self._emit(horizon - 2 * round(self.setup.max_dt_s * 1e9))
+        ready = len(ends) == 2 and (
+            self._steps is not None
+            or min(np.count_nonzero(t.count > 0) for t in sides) >= STEP_TURNS
+        )
+        horizon = min(ends) - 2 * round(self.setup.max_dt_s * 1e9) if ready else None
+        stale = max(ends) - round(MAX_LAG_S * 1e9)  # the side ahead gives up older turns
+        if len(ends) < 2 or min(ends) < stale:
+            horizon = stale if horizon is None else max(horizon, stale)
+        return LidarTurns.empty() if horizon is None else self._emit(horizon, ready)
 
     def flush(self) -> LidarTurns:
         """Merge every pair still pending (at the end of a capture)."""
-        return self._emit(np.iinfo(np.int64).max)
+        return self._emit(np.iinfo(np.int64).max, merge=True)
 
-    def _emit(self, horizon_ns: int) -> LidarTurns:
+    def _emit(self, horizon_ns: int, merge: bool) -> LidarTurns:
+        """The pairs final at ``horizon_ns`` merged (when ``merge``: the angular steps are
+        known or measurable), the turns it decides unpaired counted, the rest kept."""
         front, rear = self._buf["front"], self._buf["rear"]
-        if front.n_turns == 0 or rear.n_turns == 0:
-            return LidarTurns.empty()
-        if self._steps is None:
-            self._steps = self.setup.steps(front, rear)
         tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
-        i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s)
-        latest = np.maximum(tc_f[i_f], tc_r[i_r])
-        new = (latest <= horizon_ns) & (latest > self._done_ns)
-        merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._steps)
+        i_f = i_r = np.empty(0, np.int64)
+        merged = LidarTurns.empty()
+        if merge and front.n_turns and rear.n_turns:
+            if self._steps is None:
+                self._steps = self.setup.steps(front, rear)
+            i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s)
+            latest = np.maximum(tc_f[i_f], tc_r[i_r])
+            new = (latest <= horizon_ns) & (latest > self._done_ns)
+            merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._steps)
         for name, tc, used in (("front", tc_f, i_f), ("rear", tc_r, i_r)):
             decided = (tc <= horizon_ns) & (tc > self._done_ns)
             decided[used] = False

@@ -14,6 +14,7 @@ from scipy.spatial.transform import Rotation
 from sensorbench.cli import cli
 from sensorbench.errors import FusionError, SessionError
 from sensorbench.fusion.scan_merge import (
+    MAX_LAG_S,
     MergeSetup,
     Mount,
     StreamingMerger,
@@ -229,6 +230,33 @@ def test_streaming_merger_equals_offline():
     assert sm.unpaired == {"front": offline.unpaired_front, "rear": offline.unpaired_rear}
     with pytest.raises(FusionError):
         sm.push("left", front.turn(0))
+
+
+@pytest.mark.parametrize("rear_turns", [0, 20])
+def test_streaming_merger_holds_bounded_turns_while_one_lidar_is_gone(rear_turns):
+    # the rear unplugged after 2 s (or never up): the front's turns were held, and copied on
+    # every push, without bound (257 turns after a minute, 3 282 after ten); now those more
+    # than MAX_LAG_S behind the front's latest are decided unpaired
+    world, pose = U.room(), U.turning(0.5)
+    front, rear = _pair_of_scans(world, pose, duration_s=12.0, rate_hz=10.0, sps=2000.0)
+    rear = LidarTurns.concat([rear.turn(i) for i in range(rear_turns)])
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=lambda t: pose(t * 1e-9))
+    sm = StreamingMerger(setup)
+    for i in range(rear.n_turns):
+        sm.push("rear", rear.turn(i))
+    merged, held = 0, []
+    for i in range(front.n_turns):
+        merged += sm.push("front", front.turn(i)).n_turns
+        held.append(sm._buf["front"].n_turns)
+    bound = (MAX_LAG_S + 2 * setup.max_dt_s) * 10.0 + 2  # 10 turns a second
+    assert bound < front.n_turns / 2  # the drive outlasts the bound: it bites
+    assert max(held) <= bound, (max(held), bound)
+    tc = turn_centres_ns(front)
+    given_up = np.count_nonzero(tc <= tc[-1] - MAX_LAG_S * 1e9)
+    assert sm.unpaired["front"] + merged >= given_up
+    merged += sm.flush().n_turns
+    assert merged == (merge_scans(front, rear, setup).turns.n_turns if rear_turns else 0)
+    assert sm.unpaired["front"] + merged == front.n_turns  # each front turn decided once
 
 
 def test_bad_setup_is_rejected():
