@@ -9,6 +9,7 @@ What runs where and why: docs/LIVE.md, "At wire speed" and "Robust by constructi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -167,6 +168,14 @@ class MergeWorker:
                 self._emit(self.merger.push(*item))
             except Exception as exc:  # report, keep running: the recording goes on
                 self.last_error = f"live-merge: {exc!r}"
+                self._error(f"live merge failed on a push: {exc!r}")
+
+    def _error(self, message: str) -> None:
+        """An ``error`` event in the session (unless its writer failed: capture stops)."""
+        writer = self.writer
+        if writer is not None and writer.error is None:
+            with contextlib.suppress(Exception):
+                writer.event(time.monotonic_ns(), "live", "error", message)
 
     def _emit(self, merged: LidarTurns) -> None:
         if merged.n_turns == 0:
@@ -507,10 +516,13 @@ def format_live_status(st: LiveStatus) -> list[str]:
 
 def live_failures(result: CaptureResult, runtime: LiveRuntime) -> tuple[int, list[str]]:
     """A live run's exit code (0, 1, or 2 for a full disk) and why it failed: the
-    capture's error, devices lost and never back, filters that could not run."""
+    capture's error, devices lost and never back, filters that could not run, the filters
+    or the merge failing on their input (their output in the session is not whole)."""
     why = [result.error] if result.error else []
     lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
     why += [f"lost and never back: {', '.join(lost)}"] if lost else []
     why += [runtime.setup_error] if runtime.setup_error is not None else []
+    odo = runtime.odometry.counters if runtime.odometry is not None else None
+    why += [e for w in (odo, runtime.merge) if w is not None and (e := w.last_error)]
     code = result.exit_code or (1 if why else 0)
     return code, why

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,9 +23,10 @@ from foxglove_client import collect, stamp_ns
 
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
-from sensorbench.fusion.scan_merge import Mount
+from sensorbench.fusion.scan_merge import MergeSetup, Mount
 from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.odometry import estimate_rows
+from sensorbench.live.runtime import MergeWorker, live_failures
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
 from sensorbench.live.udp import FORMAT, SIZE, PoseDatagram, UdpPublisher, parse_address, unpack
 from sensorbench.logs import LidarTurns
@@ -307,3 +309,34 @@ def test_udp_without_a_pod_model_is_a_usage_error(tmp_path) -> None:
     done = CliRunner().invoke(cli, args)
     assert done.exit_code == 2 and "--udp sends the filters' poses" in done.output, done.output
     assert not (tmp_path / "s.h5").exists()
+
+
+def test_a_merge_that_fails_is_an_event_and_makes_live_exit_1() -> None:
+    # it was a status-line "LIVE ERROR" only: the session had no trace, live exited 0
+    class Writer:
+        def __init__(self) -> None:
+            self.error = None
+            self.events: list[tuple[str, str, str]] = []
+
+        def event(self, t_ns: int, source: str, kind: str, message: str = "") -> None:
+            self.events.append((source, kind, message))
+
+    class Broken:
+        def push(self, which: str, turns: LidarTurns) -> LidarTurns:
+            raise ValueError("a turn it cannot take")
+
+        def flush(self) -> LidarTurns:
+            return LidarTurns.empty()
+
+    worker = MergeWorker("front", "rear", MergeSetup(Mount(0, 0, 0), Mount(0, 0, 0)), print)
+    worker.merger = Broken()  # type: ignore[assignment]
+    writer = Writer()
+    worker.start(writer)  # type: ignore[arg-type]
+    worker.turns("front", LidarTurns.empty())
+    worker.stop()
+    assert writer.events == [("live", "error", "live merge failed on a push: "
+                              "ValueError('a turn it cannot take')")]  # fmt: skip
+    result = SimpleNamespace(error=None, devices=[], exit_code=0)
+    runtime = SimpleNamespace(setup_error=None, odometry=None, merge=worker)
+    assert live_failures(result, runtime) == (  # type: ignore[arg-type]
+        1, ["live-merge: ValueError('a turn it cannot take')"])
