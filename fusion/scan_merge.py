@@ -400,7 +400,7 @@ class StreamingMerger:
             return LidarTurns.empty()
         ready = len(ends) == 2 and (
             self._steps is not None
-            or min(np.count_nonzero(t.count > 0) for t in sides) >= STEP_TURNS
+            or min(int(np.count_nonzero(t.count > 0)) for t in sides) >= STEP_TURNS
         )
         horizon = min(ends) - 2 * round(self.setup.max_dt_s * 1e9) if ready else None
         stale = max(ends) - round(MAX_LAG_S * 1e9)  # the side ahead gives up older turns
