@@ -203,6 +203,8 @@ class FitSummary:
             "Allan cross-check (tau from the ADEV peak / 1.89 vs fitted tau; a peak only at "
             "an interior maximum):"
         ]
+        if not self.allan["T_s"]:
+            return [*out, "  none: no gap-free piece of 4 samples or more"]
         for a in POSE_AXES:
             c = self.allan[a]
             peak = f"{c['tau_from_peak_s']:8.3f} s" if c["peak_found"] else "no interior peak"

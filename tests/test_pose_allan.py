@@ -126,3 +126,15 @@ def test_pooled_adev_equals_allantools_per_piece():
             n[k] += ns
         np.testing.assert_array_equal(n, cnt)
         np.testing.assert_allclose(got[:, i], np.sqrt(num / n), rtol=1e-9)
+
+
+def test_a_sensor_that_delivers_in_bursts_has_no_allan_curve_and_no_crash() -> None:
+    # bursts of 3 samples 0.1 s apart, every 3 s: no gap-free piece of 4 samples, so no
+    # ADEV; `fit pose-error` crashed on max() of nothing after its fit, writing no model
+    t = (np.arange(30)[:, None] * 3.0 + np.arange(3)[None, :] * 0.1).ravel()
+    e = np.random.default_rng(3).normal(0.0, 0.01, (t.size, 6))
+    series = [ErrorSeries(t, e, np.zeros(t.size, bool), name="bursts")]
+    got_t, adev, n_terms, edf = allan_deviation(series)
+    assert got_t.size == n_terms.size == edf.size == 0 and adev.shape == (0, 6)
+    check = allan_cross_check(series, pose_util.TRUTH)
+    assert check["T_s"] == [] and not any(check[a]["peak_found"] for a in POSE_AXES)

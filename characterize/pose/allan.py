@@ -44,9 +44,12 @@ def allan_deviation(
     series: list[ErrorSeries], n_taus: int = 30
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pooled overlapping ADEV of every axis: (T (K,) s, adev (K, 6), n_terms (K,),
-    equivalent degrees of freedom (K,))."""
+    equivalent degrees of freedom (K,)); K = 0 without a gap-free piece of 4 samples."""
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
     phases = [c for s in series for c in _phases(s)]
+    if not phases:  # no gap-free piece of 4 samples or more (a sensor that delivers in bursts)
+        none = np.empty(0)
+        return none, np.empty((0, 6)), none, none
     longest = max(c.shape[1] - 1 for c in phases)
     ms = np.unique(np.round(np.logspace(0, np.log10(max(longest // 3, 1)), n_taus)).astype(int))
     num = np.zeros((ms.size, 6))
