@@ -14,6 +14,7 @@ from sensorbench.errors import SimError
 from sensorbench.logs.atomic_output import regular_input
 
 MAX_PODS = 3  # encoder pairs on the ATmega328P's port C (A0..A5)
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # what a row's value may be
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class PodTrajectory:
             if not 2 <= len(values) <= 1 + MAX_PODS or (rows and len(values) != len(rows[0])):
                 raise SimError(f"{path}:{number}: {len(values) - 1} counts; every row needs "
                     f"the same 1 to {MAX_PODS}")
+            if any(not INT64_MIN <= v <= INT64_MAX for v in values):
+                raise SimError(f"{path}:{number}: a value beyond 64-bit integers")
             if rows and values[0] <= rows[-1][0]:
                 raise SimError(f"{path}:{number}: t_us {values[0]} does not increase")
             rows.append(values)

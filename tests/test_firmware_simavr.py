@@ -269,6 +269,16 @@ def test_counts_are_exact_up_to_the_stated_edge_rate(elf, phase_deg, stated) -> 
     assert error <= 2 * pairs + 1
 
 
+def test_a_trajectory_value_beyond_64_bits_is_refused_with_file_and_line(tmp_path) -> None:
+    # numpy's int64 conversion raised OverflowError through `emulate pods --trajectory`
+    bad = tmp_path / "big.txt"
+    bad.write_text("0 0\n99999999999999999999 5\n")
+    with pytest.raises(SimError, match=r"big.txt:2: a value beyond 64-bit integers"):
+        PodTrajectory.read(bad)
+    bad.write_text(f"0 0\n5000 {-(1 << 63)}\n")  # the smallest int64 is one
+    assert PodTrajectory.read(bad).counts[-1, 0] == -(1 << 63)
+
+
 def test_bad_trajectories_are_refused_with_file_and_line(elf, tmp_path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("# t_us c0\n0 0\n5000 10\n5000 12\n")
