@@ -107,6 +107,18 @@ def test_an_ideal_sweep_is_outside_them():
     assert q.backward_step_pct == 0 and q.no_return_with_quality_pct == 0
 
 
+def test_the_datasheet_says_none_where_there_is_nothing_to_count():
+    """No backward step (an ideal sweep): what backward steps are was printed as "nan %",
+    "nan°"; no no-return at all, the runs' mean and median as "nan"."""
+    ideal = RoomSamples.generate(
+        duration_s=5.0, rate_hz=5.5, samples_per_s=2000, p_no_return=0.0, realism=IDEAL_A1
+    )
+    ch = characterize_turns(_capture(ideal, 5), device="front", model="A1", timing_only=True)
+    table = datasheet(ch)
+    assert "nan" not in table and "% of steps backward\n" in table, table
+    assert ch.sequence.backward_step_pct == 0
+
+
 def test_characterization_reports_what_the_real_defaults_give(real_defaults):
     ch = characterize_turns(real_defaults, device="front", model="A1", timing_only=True)
     doc = ch.as_dict()

@@ -189,18 +189,23 @@ def _noise_rows(n: NoiseReport) -> list[tuple[str, str]]:
 
 def _sequence_rows(q: SequenceStats) -> list[tuple[str, str]]:
     """The point-sequence rows of the table (docs/A1.md compares them with real units)."""
+    runs = "none: every point returned"
+    if np.isfinite(q.no_return_run_mean):
+        runs = (f"mean {q.no_return_run_mean:.1f} points, median {q.no_return_run_median:.0f}; "
+                f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity")
+    back = ""  # what the backward steps are: nan (nothing to count) when there are none
+    if np.isfinite(q.backward_not_at_change_pct):
+        back = f" ({q.backward_not_at_change_pct:.0f} % of those not where returns resume"
+        if np.isfinite(q.resume_step_back_deg):
+            back += f"; there {q.resume_step_back_deg:.1f}° back on average"
+        back += ")"
     return [
-        (
-            "No-return runs",
-            f"mean {q.no_return_run_mean:.1f} points, median {q.no_return_run_median:.0f}; "
-            f"{q.no_return_with_quality_pct:.0f} % of no-returns carry an intensity",
-        ),
+        ("No-return runs", runs),
         (
             "Return-to-return step",
             f"p1 {q.return_step_p1_deg:.2f}°, p50 {q.return_step_p50_deg:.2f}°, "
-            f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward "
-            f"({q.backward_not_at_change_pct:.0f} % of those not where returns resume; "
-            f"there {q.resume_step_back_deg:.1f}° back on average)",
+            f"p99 {q.return_step_p99_deg:.2f}°; {q.backward_step_pct:.1f} % of steps backward"
+            + back,
         ),
         (
             "Turn span",
