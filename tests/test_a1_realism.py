@@ -109,7 +109,8 @@ def test_an_ideal_sweep_is_outside_them():
 
 def test_the_datasheet_says_none_where_there_is_nothing_to_count():
     """No backward step (an ideal sweep): what backward steps are was printed as "nan %",
-    "nan°"; no no-return at all, the runs' mean and median as "nan"."""
+    "nan°"; no no-return at all, the runs' mean and median as "nan"; the period's p1–p99
+    from 3 turns."""
     ideal = RoomSamples.generate(
         duration_s=5.0, rate_hz=5.5, samples_per_s=2000, p_no_return=0.0, realism=IDEAL_A1
     )
@@ -117,6 +118,10 @@ def test_the_datasheet_says_none_where_there_is_nothing_to_count():
     table = datasheet(ch)
     assert "nan" not in table and "% of steps backward\n" in table, table
     assert ch.sequence.backward_step_pct == 0
+    # 5 turns: fewer than 20 single periods, no percentile pair (the sample's extremes)
+    assert ch.timing.n_single_periods < 20
+    period = next(line for line in table.splitlines() if line.startswith("Turn period"))
+    assert "p5–p95" not in period and "p1–p99" not in period and "too few for tails" in period
 
 
 def test_characterization_reports_what_the_real_defaults_give(real_defaults):

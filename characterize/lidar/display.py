@@ -102,27 +102,37 @@ def datasheet(ch: LidarCharacterization) -> str:
     return "\n".join([head, *(f"{k:<{width}}  {v}" for k, v in rows)])
 
 
+TAIL_PERIODS = {5: 20, 1: 100}
+"""Single-turn periods a percentile pair needs before it is shown (p5–p95: 20, p1–p99:
+100): with fewer, the pair is the sample's extremes, not the device's tails."""
+
+
 def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
-    """Rate, period, jitter, points per turn and angular step."""
+    """Rate, period, jitter (tails only from enough periods: :data:`TAIL_PERIODS`), points
+    per turn and angular step."""
     pp = t.period_percentiles_s
     ja = t.jitter_abs_percentiles_s
     ppt = t.points_per_turn
+    n = t.n_single_periods
     reported = (
         f" (device reports {t.reported_speed_hz:.2f} Hz)"
         if np.isfinite(t.reported_speed_hz)
         else ""
     )
+    period = [f"p50 {PERIOD.with_unit(pp['p50'])}"]
+    jitter = [f"|Δ| p50 {JITTER.text(ja['p50'])}"]
+    for lo, need in TAIL_PERIODS.items():
+        if n >= need:
+            low, high = f"p{lo}", f"p{100 - lo}"
+            period.append(f"{low}–{high} {PERIOD.text(pp[low])}–{PERIOD.with_unit(pp[high])}")
+            jitter.append(f"{high} {JITTER.text(ja[high])}")
+    few = f" ({n} single periods: too few for tails)" if n < TAIL_PERIODS[5] else ""
     return [
         (RATE.label, f"{RATE.with_unit(t.rate_hz)} ({t.clock} clock){reported}"),
-        (
-            PERIOD.label, f"p50 {PERIOD.with_unit(pp['p50'])}, "
-            f"p5–p95 {PERIOD.text(pp['p5'])}–{PERIOD.with_unit(pp['p95'])}, "
-            f"p1–p99 {PERIOD.text(pp['p1'])}–{PERIOD.with_unit(pp['p99'])}",
-        ),
+        (PERIOD.label, ", ".join(period) + few),
         (
             JITTER.label,
-            f"σ {JITTER.with_unit(t.jitter_std_s)}; |Δ| p50 {JITTER.text(ja['p50'])}, "
-            f"p95 {JITTER.text(ja['p95'])}, p99 {JITTER.with_unit(ja['p99'])}",
+            f"σ {JITTER.with_unit(t.jitter_std_s)}; {', '.join(jitter)} {JITTER.unit}",
         ),
         (
             POINTS.label, f"{POINTS.text(ppt['median'])} "
