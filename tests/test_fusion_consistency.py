@@ -4,6 +4,7 @@ the NIS monitor against data with known truth."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from pods_util import propagate_drift
 
 from sensorbench.benchmarks.joint_filter import RejectStreak, clip_to_gate
-from sensorbench.characterize.pods.drift_fit import fit_drift
+from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.fusion.axis_loop import predict_pv, update_p
 from sensorbench.fusion.consistency import (
     axis_consistency,
@@ -24,6 +25,7 @@ from sensorbench.fusion.monitor_stream import nis_monitor
 from sensorbench.fusion.odometry_drift import OdometryDrift, world_step_variances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import PodGeometry, integrate_path
+from sensorbench.json_doc import to_json
 from sensorbench.sim.simulation import Simulation
 
 
@@ -107,6 +109,19 @@ def _truth_drive(name: str, seed: int, slip: float, scrub: float) -> tuple[Drive
     t_ref = np.arange(0.0, sim.duration_s, 1 / 200)
     ref = np.column_stack(sim.trajectory.pose(t_ref))
     return Drive(name, pods.t_s, pods.counts, None, t_ref, ref, max_gap_s=0.05), pods.geometry
+
+
+def test_a_coefficient_not_identified_has_no_standard_error_in_the_json() -> None:
+    # `fit noise --json` printed 0.0 (perfect precision) where the text says "± nan (not
+    # excited)"
+    se = np.full((3, 3), 1e-4)
+    se[0, 1] = np.nan
+    fit = DriftFit(OdometryDrift(np.full((3, 3), 1e-3)), se, np.zeros(3), np.zeros(3),
+                   np.isfinite(se), 10, np.ones(3))  # fmt: skip
+    doc = json.loads(to_json(fit.as_dict()))
+    assert doc["standard_errors"]["x"]["per_m_y"] is None
+    assert doc["standard_errors"]["x"]["per_m_x"] == 1e-4
+    assert doc["identified"]["x"]["per_m_y"] is False
 
 
 def test_drift_fit_recovers_the_simulators_slip_within_its_standard_errors() -> None:

@@ -58,7 +58,10 @@ class DriftFit:
         """JSON-ready summary (SI units)."""
         return {
             "coefficients": self.drift.as_dict(),
-            "standard_errors": OdometryDrift(np.nan_to_num(self.coef_se)).as_dict(),
+            "standard_errors": {  # nan (JSON null) where not identified, as in the text
+                a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(float, row), strict=True))
+                for a, row in zip(AXES, self.coef_se, strict=True)
+            },
             "intercept": dict(zip(AXES, map(float, self.intercept), strict=True)),
             "timing_s": dict(zip(AXES, map(float, self.timing_s), strict=True)),
             "identified": {
