@@ -510,7 +510,7 @@ class PoseSection:
         if v is None:
             state = "no verdict"
         elif v.model_ok:
-            state = "the model holds"
+            state = "the model holds" if v.validated else "the model is not validated"
         else:
             codes = sorted({f"{r.code} {r.subject}" for r in v.reasons()})
             state = (

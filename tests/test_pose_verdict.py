@@ -96,6 +96,19 @@ def test_correct_world_verdict_details():
     assert "part 1" in text and "part 2" in text and "VERDICT: PASSED" in text
 
 
+def test_a_model_never_validated_does_not_pass():
+    """`report` of one pose session ran no validation and printed "VERDICT: PASSED" and
+    "the model holds": the checks it ran can name failures, never show that it holds."""
+    v, _ = verdict("correct", 3, monte_carlo=False)
+    assert v.model_ok and not v.validated and not v.passed
+    doc = v.to_dict()
+    assert doc["passed"] is False and doc["model"]["validated"] is False
+    assert doc["model"]["passed"] is False and doc["model"]["reasons"] == []
+    text = "\n".join(v.lines())
+    assert "model: NOT VALIDATED" in text and "VERDICT: NOT PASSED (the model was not" in text
+    assert "VERDICT: PASSED" not in text
+
+
 def test_scale_estimate_and_interval_cover_the_truth():
     """Sim(3) scale of a 2 % world: the interval covers 1/1.02 and excludes 1."""
     v, _ = verdict("scale2", 4)

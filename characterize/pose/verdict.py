@@ -115,16 +115,23 @@ class Verdict:
         return "undecided" if "undecided" in verdicts else "holds"
 
     @property
+    def validated(self) -> bool:
+        """The model was simulated along held-out sessions (a report of one session is not:
+        its checks can name failures, never show that the model holds)."""
+        return self.validation is not None
+
+    @property
     def passed(self) -> bool:
-        """Both parts hold."""
-        return self.model_ok and self.requirements_ok
+        """Both parts hold, the model validated."""
+        return self.model_ok and self.validated and self.requirements_ok
 
     def to_dict(self) -> dict:
         """JSON-ready (the key ``verdict`` of ``validate --json``)."""
         return {
             "passed": self.passed,
             "model": {
-                "passed": self.model_ok,
+                "passed": self.model_ok and self.validated,
+                "validated": self.validated,
                 "reasons": [asdict(r) for r in self.reasons()],
                 "align": self.align,
                 "stationarity": {a: v.to_dict() for a, v in self.stationarity.items()},
@@ -146,7 +153,9 @@ class Verdict:
         """The two-part verdict as text (the CLI prints it)."""
         out = ["Verdict, part 1 — does the model describe the errors?"]
         out += self._axis_lines() + self._campaign_lines()
-        out.append("  model: " + ("HOLDS" if self.model_ok else "FAILED"))
+        state = "HOLDS" if self.validated else (
+            "NOT VALIDATED (no held-out session simulated; the checks above name no failure)")
+        out.append("  model: " + (state if self.model_ok else "FAILED"))
         out += [f"    {r}" for r in self.reasons()]
         out.append("Verdict, part 2 — are the errors small enough?")
         if not self.requirements:
@@ -162,6 +171,9 @@ class Verdict:
             out.append(f"  requirements: {word[self.requirements_verdict]}{note}")
         if self.passed:
             out.append("VERDICT: PASSED")
+        elif self.model_ok and not self.validated:
+            out.append("VERDICT: NOT PASSED (the model was not validated: that takes two "
+                       "sessions or more, or validate --model)")
         elif self.model_ok and self.requirements_verdict == "undecided":
             out.append("VERDICT: NOT PASSED (a requirement cannot be told from these sessions)")
         else:
