@@ -371,7 +371,7 @@ def _wrong_table(found: dict[str, Any], simulated: list[dict[str, Any]] | None) 
         "wrong place of its map: its offset is no draw of N(0, σ_b²). The fit names each one "
         "whose offset the usual spread cannot explain and leaves its offset free; σ_b, τ and "
         "σ come from the others, the validation gives every draw the named jumps, and the "
-        "requirements hold between them.</p>"
+        "requirements are judged between them.</p>"
     )
 
 

@@ -93,6 +93,23 @@ def test_verdict_holds_fails_or_cannot_tell():
         judge_requirements(asked, model, series, Projection(verdict_confidence=0.5))
 
 
+def test_a_parameter_not_identified_leaves_its_axis_undecided():
+    """`validate` said "holds" from 15 samples whose parameters were not identified: their
+    covariance is taken as 0 (exactly known) by the bounds."""
+    series = pose_util.campaign(0, "correct")
+    model = fit_pose_error(series)
+    z = model.axes["z"]
+    cov = z.cov_log.copy()
+    cov[3, :] = cov[:, 3] = 0.0
+    cov[3, 3] = 9.0  # se_log 3: sigma_v not identified
+    model = replace(model, axes={**model.axes, "z": replace(z, cov_log=cov)})
+    asked = [Requirement.parse(r) for r in ("x.p95<=1", "z.max<=1")]
+    x, zr = judge_requirements(asked, model, series, Projection(n_draws=100, seed=1))
+    assert x.verdict == "holds" and x.unidentified == ()
+    assert zr.verdict == "undecided" and zr.unidentified == ("sigma_v",)
+    assert "sigma_v of z not identified" in zr.reason() and zr.to_dict()["unidentified"]
+
+
 ASKED = ("x.p95<=1", "yaw.p99<=1", "z.max<=1", "roll.rms<=1")
 VERDICT_CAMPAIGNS = 100
 VERDICT_CHUNK = 25

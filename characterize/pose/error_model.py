@@ -625,6 +625,10 @@ class AxisFit:
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
         return ok
 
+    def unidentified(self) -> tuple[str, ...]:
+        """The parameters (:data:`PARAMS` names) that are not :attr:`identified`."""
+        return tuple(p for p, ok in zip(PARAMS, self.identified, strict=True) if not ok)
+
     def _log_identified(self) -> np.ndarray:
         se = self.se_log
         return np.isfinite(se) & (se < MAX_SE_LOG)

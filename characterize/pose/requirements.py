@@ -111,10 +111,15 @@ class RequirementResult(RequirementPrediction):
     quantile_estimate: float = float("nan")  # the confidence quantile at the point estimate
     quantile_bounds: tuple[float, float] = (float("nan"), float("nan"))  # lower, upper
     met_confidence: float = float("nan")  # share of parameter draws within the threshold
+    unidentified: tuple[str, ...] = ()  # the axis' parameters these sessions do not identify
 
     @property
     def verdict(self) -> str:
-        """``"holds"``, ``"fails"`` or ``"undecided"`` at :attr:`verdict_confidence`."""
+        """``"holds"``, ``"fails"`` or ``"undecided"`` at :attr:`verdict_confidence`;
+        undecided while a parameter of the axis is not identified (the bounds take it as
+        known)."""
+        if self.unidentified:
+            return "undecided"
         if self.quantile_bounds[1] <= self.requirement.threshold:
             return "holds"
         if self.quantile_bounds[0] > self.requirement.threshold:
@@ -140,6 +145,10 @@ class RequirementResult(RequirementPrediction):
         )
         if self.verdict == "fails":
             return f"{r.text} fails: {what} > {r.threshold:.4g}"
+        if self.unidentified:
+            them = "it" if len(self.unidentified) == 1 else "them"
+            return (f"{r.text} cannot tell: {', '.join(self.unidentified)} of {r.axis} not "
+                    f"identified from these sessions ({what}, taking {them} as known)")
         return (
             f"{r.text} cannot tell: {what} straddle {r.threshold:.4g} (met with confidence "
             f"{self.met_confidence:.2f}; more sessions narrow the bounds)"
@@ -153,6 +162,7 @@ class RequirementResult(RequirementPrediction):
             "verdict": self.verdict,
             "holds": self.holds,
             "reason": self.reason(),
+            "unidentified": list(self.unidentified),
         }
 
 
@@ -325,6 +335,7 @@ def judge_requirements(
             **vars(p), verdict_confidence=verdict_confidence,
             quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
             met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
+            unidentified=model.axes[p.requirement.axis].unidentified(),
         ))
     return out
 

@@ -163,7 +163,7 @@ class Verdict:
         for req in self.requirements:
             out += _requirement_lines(req)
         if self.wrong:
-            between = " (the requirements hold between them)" if self.requirements else ""
+            between = " (the requirements are judged between them)" if self.requirements else ""
             out.append(f"  {self.wrong_line()}{between}")
         if self.requirements:
             note = "" if self.model_ok else " (predicted from a model that part 1 rejects)"
