@@ -26,12 +26,12 @@ JUMP_REL = 0.03
 MAX_SLOPE = np.tan(np.radians(85.0))
 CHUNK_PAIRS = 256  # pairs merged per vectorised batch (keeps the arrays in cache)
 STEP_TURNS = 10
+"""Turns with points, from a stream's start, over which its angular step is measured."""
 MAX_LAG_S = 5.0
 """How far (s) one lidar's turns may run ahead of the other's in :class:`StreamingMerger`
 before its older turns are decided unpaired: a lidar that stopped (unplugged, or never up
 under ``--allow-missing``) does not make the merger hold the other's turns without
 bound. Turns that arrive later than this behind the other lidar's are unpaired."""
-"""Turns with points, from a stream's start, over which its angular step is measured."""
 
 
 def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
