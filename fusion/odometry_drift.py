@@ -17,6 +17,16 @@ from sensorbench.errors import FusionError
 from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
 from sensorbench.logs.model_keys import AXES
 
+COEF_KEYS = ("per_m_x", "per_m_y", "per_rad")
+"""The columns of a drift coefficient row: per |Δx| (m), per |Δy| (m), per |Δθ| (rad)."""
+
+
+def coefficient_table(rows: np.ndarray, kind: type = float) -> dict[str, dict[str, Any]]:
+    """``{error_axis: {per_m_x, per_m_y, per_rad}}`` of a (3, 3) array of the coefficients
+    or of something per coefficient (their standard errors, whether identified: ``kind``)."""
+    return {a: dict(zip(COEF_KEYS, map(kind, row), strict=True))
+            for a, row in zip(AXES, rows, strict=True)}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class OdometryDrift:
@@ -53,10 +63,7 @@ class OdometryDrift:
 
     def as_dict(self) -> dict[str, Any]:
         """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
-        return {
-            a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(float, row), strict=True))
-            for a, row in zip(AXES, self.coef, strict=True)
-        }
+        return coefficient_table(self.coef)
 
     @classmethod
     def from_dict(cls, d: dict[str, dict[str, float]]) -> OdometryDrift:
@@ -66,7 +73,7 @@ class OdometryDrift:
             FusionError: a missing axis or key.
         """
         try:
-            rows = [[float(d[a][k]) for k in ("per_m_x", "per_m_y", "per_rad")] for a in AXES]
+            rows = [[float(d[a][k]) for k in COEF_KEYS] for a in AXES]
         except (KeyError, TypeError, ValueError) as exc:
             raise FusionError(f"odometry drift table lacks or mangles {exc}") from exc
         return cls(np.array(rows))

@@ -16,7 +16,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import OdometryDrift
+from sensorbench.fusion.odometry_drift import OdometryDrift, coefficient_table
 from sensorbench.fusion.pod_drive import Drive, align_drive, drive_intervals
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
 from sensorbench.logs.model_keys import AXES
@@ -58,16 +58,10 @@ class DriftFit:
         """JSON-ready summary (SI units)."""
         return {
             "coefficients": self.drift.as_dict(),
-            "standard_errors": {  # nan (JSON null) where not identified, as in the text
-                a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(float, row), strict=True))
-                for a, row in zip(AXES, self.coef_se, strict=True)
-            },
+            "standard_errors": coefficient_table(self.coef_se),  # nan (null): not identified
             "intercept": dict(zip(AXES, map(float, self.intercept), strict=True)),
             "timing_s": dict(zip(AXES, map(float, self.timing_s), strict=True)),
-            "identified": {
-                a: dict(zip(("per_m_x", "per_m_y", "per_rad"), map(bool, row), strict=True))
-                for a, row in zip(AXES, self.identified, strict=True)
-            },
+            "identified": coefficient_table(self.identified, bool),
             "n_intervals": self.n_intervals,
             "excitation": dict(
                 zip(("m_x", "m_y", "rad"), map(float, self.excitation), strict=True)
