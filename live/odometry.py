@@ -146,6 +146,21 @@ Publisher = Callable[[list[PoseDatagram], list[tuple[float, ...]], tuple[int, ..
 no field for them) and the arrival times (host ns) of the step's pod batches."""
 
 
+def live_event(
+    writer: SessionWriter | None, kind: str, message: str, t_ns: int | None = None
+) -> str | None:
+    """Write a ``live`` event at ``t_ns`` (session ns; None: now) unless there is no writer
+    or it failed; what the write raised (``repr``) when it failed meanwhile (capture
+    stops), else None."""
+    if writer is None or writer.error is not None:
+        return None
+    try:
+        writer.event(time.monotonic_ns() if t_ns is None else t_ns, "live", kind, message)
+    except Exception as exc:
+        return repr(exc)
+    return None
+
+
 class OdometryWorker:
     """The ``live-odometry`` thread (module docstring).
 
@@ -404,9 +419,5 @@ class OdometryWorker:
 
     def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
         """Write an event at ``t_ns`` (session ns; None: now)."""
-        if self.writer is not None and self.writer.error is None:
-            t_ns = time.monotonic_ns() if t_ns is None else t_ns
-            try:
-                self.writer.event(t_ns, "live", kind, message)
-            except Exception as exc:  # the writer failed meanwhile: capture stops
-                self.counters.last_error = repr(exc)
+        if failed := live_event(self.writer, kind, message, t_ns):
+            self.counters.last_error = failed

@@ -9,7 +9,6 @@ What runs where and why: docs/LIVE.md, "At wire speed" and "Robust by constructi
 
 from __future__ import annotations
 
-import contextlib
 import math
 import queue
 import threading
@@ -27,7 +26,7 @@ from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import declare_estimate
 from sensorbench.fusion.scan_merge import MergeSetup, StreamingMerger
 from sensorbench.live.latency import LatencyLog
-from sensorbench.live.odometry import OdometryModels, OdometryWorker
+from sensorbench.live.odometry import OdometryModels, OdometryWorker, live_event
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
@@ -168,14 +167,7 @@ class MergeWorker:
                 self._emit(self.merger.push(*item))
             except Exception as exc:  # report, keep running: the recording goes on
                 self.last_error = f"live-merge: {exc!r}"
-                self._error(f"live merge failed on a push: {exc!r}")
-
-    def _error(self, message: str) -> None:
-        """An ``error`` event in the session (unless its writer failed: capture stops)."""
-        writer = self.writer
-        if writer is not None and writer.error is None:
-            with contextlib.suppress(Exception):
-                writer.event(time.monotonic_ns(), "live", "error", message)
+                live_event(self.writer, "error", f"live merge failed on a push: {exc!r}")
 
     def _emit(self, merged: LidarTurns) -> None:
         if merged.n_turns == 0:
