@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,42 @@ _CONFIG_HELP = (
 _RUN_DIR_HELP = "Directory substituted for {run_dir} in ports (emulated robots)."
 
 
+@dataclass(frozen=True)
+class Recording:
+    """What ``capture`` and ``live`` are told to record: the robot description (TOML) and
+    the directory for its ``{run_dir}``, the session file to create, the run time after
+    bring-up (s; None: until stopped), the session's label and note, and whether to run
+    without the devices that did not come up."""
+
+    config_path: str
+    duration_s: float | None
+    output: str
+    label: str
+    note: str
+    run_dir: str | None
+    allow_missing: bool
+
+    def config(self) -> Any:
+        """The robot description, loaded and checked."""
+        return load_robot_config(self.config_path, run_dir=self.run_dir)
+
+    def printer(self, extra: Callable[..., list[str]] | None = None) -> StatusPrinter:
+        """The status line until the run time (``extra``: more parts for it)."""
+        return StatusPrinter(math.inf if self.duration_s is None else self.duration_s, extra=extra)
+
+    def options(self) -> Any:
+        """The capture's options (label, note, ``--allow-missing``)."""
+        from sensorbench.drivers.capture import CaptureOptions
+
+        return CaptureOptions(label=self.label, note=self.note, allow_missing=self.allow_missing)
+
+
 def recording_options(verb: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The device and session options ``capture`` and ``live`` share (``verb``: "Record" or
-    "Run", for the help texts)."""
-    return opt.stack(
+    "Run", for the help texts), given to the command as one ``recording``
+    (:class:`Recording`)."""
+    return opt.grouped(
+        "recording", Recording,
         opt.config_option(_CONFIG_HELP),
         opt.number_option(
             "--duration", "duration_s", opt.FiniteFloat(min=0.0, min_open=True), None,
@@ -97,8 +130,7 @@ def echo_result(result: Any) -> None:
 @recording_options("Record")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
-        label: str, note: str, run_dir: str | None, allow_missing: bool, as_json: bool) -> None:
+def capture_cmd(ctx: click.Context, recording: Recording, as_json: bool) -> None:
     """Record every configured device into one session file.
 
     Brings the devices up in the config's power-up order, then records raw bytes and
@@ -107,12 +139,8 @@ def capture_cmd(ctx: click.Context, config_path: str, duration_s: float | None, 
     when a device failed to come up, a reader thread failed or writing failed, 2 on bad
     input or a full disk (the file closed intact). See docs/CAPTURE.md.
     """
-    from sensorbench.drivers.capture import CaptureOptions
-
-    config = load_robot_config(config_path, run_dir=run_dir)
-    duration = math.inf if duration_s is None else duration_s
-    options = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    result = record(config, output, options, StatusPrinter(duration), as_json)
+    config = recording.config()
+    result = record(config, recording.output, recording.options(), recording.printer(), as_json)
     if as_json:
         click.echo(to_json(capture_doc(result)))
     else:

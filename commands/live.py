@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
@@ -13,8 +12,6 @@ import click
 from sensorbench.cli import cli
 from sensorbench.commands import capture as cap
 from sensorbench.commands import options as opt
-from sensorbench.commands.progress import StatusPrinter
-from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.json_doc import to_json
 
 
@@ -43,6 +40,38 @@ def _refuse_unused_ros2_options(ctx: click.Context) -> None:
         raise click.UsageError(f"{', '.join(given)} without --ros2: nothing is published to ROS 2")
 
 
+def _ros2(ros2: bool, ros2_domain: int | None, ros2_odom_frame: str, ros2_base_frame: str,
+        ros2_scan_frame: str | None, ros2_tf: bool) -> Any:
+    """The ROS 2 node's options (a ``Ros2Options``), None without ``--ros2`` (then a
+    ``--ros2-*`` option given is a UsageError: it would change nothing)."""
+    if not ros2:
+        _refuse_unused_ros2_options(click.get_current_context())
+        return None
+    from sensorbench.live.ros2 import Ros2Options
+
+    frames = (ros2_odom_frame, ros2_base_frame, ros2_scan_frame)
+    return Ros2Options(ros2_domain or 0, *frames, tf=ros2_tf)
+
+
+_ros2_options = opt.grouped(
+    "ros2", _ros2,
+    click.option("--ros2", "ros2", is_flag=True,
+        help="Publish /odom, /tf, /tf_static, /scan, /<lidar>/scan and /diagnostics as a ROS 2 "
+        "node (Cyclone DDS; docs/LIVE.md, 'ROS 2')."),
+    click.option("--ros2-domain", type=click.IntRange(0, 232), default=None, envvar="ROS_DOMAIN_ID",
+        show_envvar=True, help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0]."),
+    click.option("--ros2-odom-frame", default="odom", show_default=True,
+        help="ROS 2 odometry frame."),
+    click.option("--ros2-base-frame", default="base_link", show_default=True,
+        help="ROS 2 body frame."),
+    click.option("--ros2-scan-frame", default=None,
+        help="Frame of the merged /scan [default: the body frame]."),
+    click.option("--ros2-tf/--no-ros2-tf", default=True, show_default=True,
+        help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it)."),
+)  # fmt: skip
+"""``--ros2`` and its ``--ros2-*`` options: one ``ros2`` argument (:func:`_ros2`)."""
+
+
 @cli.command("live")
 @cap.recording_options("Run")
 @opt.file_option("--pods", "pods_path", "Pod-geometry model: run the split filters.")
@@ -52,29 +81,16 @@ def _refuse_unused_ros2_options(ctx: click.Context) -> None:
     "0.0.0.0 serves every interface, port 0 any free port.")
 @click.option("--udp", "udp_addr", default=None, metavar="HOST:PORT",
     help="Send one pose datagram per pod frame here (docs/FORMAT.md, 'Live pose datagrams').")
-@click.option("--ros2", "ros2", is_flag=True,
-    help="Publish /odom, /tf, /tf_static, /scan, /<lidar>/scan and /diagnostics as a ROS 2 "
-    "node (Cyclone DDS; docs/LIVE.md, 'ROS 2').")
-@click.option("--ros2-domain", type=click.IntRange(0, 232), default=None, envvar="ROS_DOMAIN_ID",
-    show_envvar=True, help="ROS 2 domain id [default: $ROS_DOMAIN_ID, else 0].")
-@click.option("--ros2-odom-frame", default="odom", show_default=True, help="ROS 2 odometry frame.")
-@click.option("--ros2-base-frame", default="base_link", show_default=True, help="ROS 2 body frame.")
-@click.option("--ros2-scan-frame", default=None,
-    help="Frame of the merged /scan [default: the body frame].")
-@click.option("--ros2-tf/--no-ros2-tf", default=True, show_default=True,
-    help="Publish odom -> body on /tf (off when e.g. robot_localization publishes it).")
+@_ros2_options
 @click.option("--front", default=None, help="Merge: the front lidar (default: the first A1).")
 @click.option("--rear", default=None, help="Merge: the rear lidar (default: the second A1).")
 @click.option("--max-dt", "max_dt_s", type=opt.FiniteFloat(0.0, 60.0, min_open=True), default=0.1,
     show_default=True, help="Merge: largest time between the paired turns' centres (s).")
 @opt.json_option("Print the summary as one JSON document.")
 @click.pass_context
-def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, output: str,
-        label: str, note: str, run_dir: str | None, allow_missing: bool, pods_path: Path | None,
-        noise_path: Path | None, foxglove_addr: str | None, udp_addr: str | None, ros2: bool,
-        ros2_domain: int | None, ros2_odom_frame: str, ros2_base_frame: str,
-        ros2_scan_frame: str | None, ros2_tf: bool, front: str | None, rear: str | None,
-        max_dt_s: float, as_json: bool) -> None:
+def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | None,
+        noise_path: Path | None, foxglove_addr: str | None, udp_addr: str | None,
+        ros2: Any, front: str | None, rear: str | None, max_dt_s: float, as_json: bool) -> None:
     """Capture every configured device and run the filters, the merge and the view live.
 
     Everything `capture` does, and as data arrive: the split x/y/heading filters on the
@@ -85,8 +101,6 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     for good or the filters or the merge failed on their input, 2 on bad input or a full
     disk (the file closed intact).
     """
-    from sensorbench.drivers.capture import CaptureOptions
-    from sensorbench.live.ros2 import Ros2Options
     from sensorbench.live.runtime import (
         LiveOptions,
         LiveRuntime,
@@ -99,9 +113,7 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
 
     if udp_addr is not None and pods_path is None:  # it would run and send nothing
         raise click.UsageError("--udp sends the filters' poses: it needs --pods (the pod geometry)")
-    if not ros2:
-        _refuse_unused_ros2_options(ctx)
-    config = load_robot_config(config_path, run_dir=run_dir)
+    config = recording.config()
     models = load_models(config, pods_path, noise_path)
     attrs = {
         "pods_model": str(pods_path) if pods_path else "",
@@ -110,12 +122,9 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     }
     fox = None if foxglove_addr is None else parse_address(foxglove_addr)
     udp = None if udp_addr is None else parse_address(udp_addr, lowest=1)
-    frames = (ros2_odom_frame, ros2_base_frame, ros2_scan_frame)
-    ros = Ros2Options(ros2_domain or 0, *frames, tf=ros2_tf) if ros2 else None
     options = LiveOptions(foxglove=fox, udp=udp, front=front, rear=rear, max_dt_s=max_dt_s,
-        estimate_attrs=attrs, ros2=ros)
+        estimate_attrs=attrs, ros2=ros2)
     runtime = LiveRuntime(config, models, options)
-    duration = math.inf if duration_s is None else duration_s
     announced: list[str] = []
 
     def live_parts(elapsed_s: float, statuses: list) -> list[str]:
@@ -125,12 +134,12 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
             click.echo(f"live view: {announced[0]} (Foxglove: Open connection)", err=True)
         return format_live_status(st)
 
-    recording = CaptureOptions(label=label, note=note, allow_missing=allow_missing)
-    printer = StatusPrinter(duration, extra=live_parts)
+    output = recording.output
     try:  # closed on every path: it may have joined a ROS 2 domain, a socket may be open
-        preflight(config, output, allow_missing)
+        preflight(config, output, recording.allow_missing)
         runtime.open()  # the UDP host resolves, the Foxglove port is free: before any power
-        result = cap.record(config, output, recording, printer, as_json, consumer=runtime)
+        result = cap.record(config, output, recording.options(), recording.printer(live_parts),
+            as_json, consumer=runtime)  # fmt: skip
     finally:
         runtime.close()
     summary = live_summary(runtime)

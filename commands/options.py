@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +58,27 @@ def stack(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
         for decorator in reversed(decorators):
             f = decorator(f)
         return f
+
+    return apply
+
+
+def grouped(into: str, build: Callable[..., Any], *decorators: Callable[[Any], Any]) -> Decorator:
+    """The options of ``decorators`` (first on top) given to the command as one argument
+    ``into``: ``build`` called with their values by parameter name (a command keeps few
+    parameters however many options it has)."""
+
+    def probe() -> None:
+        """Holds the options' parameters, to learn their names."""
+
+    names = [p.name for p in stack(*decorators)(probe).__click_params__]  # type: ignore[attr-defined]
+
+    def apply(f: F) -> F:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs[into] = build(**{n: kwargs.pop(n) for n in names})
+            return f(*args, **kwargs)
+
+        return stack(*decorators)(command)  # type: ignore[return-value]
 
     return apply
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -144,15 +146,45 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
         click.get_current_context().exit(1)
 
 
+@dataclass(frozen=True)
+class _ReplayModels:
+    """The model files ``replay`` runs with: pod geometry, filter noise (None: the
+    untuned defaults), pose-error model (None: no aiding)."""
+
+    pods_path: Path
+    noise_path: Path | None
+    pose_model_path: Path | None
+
+    @property
+    def noise_name(self) -> str:
+        """The noise model as the summary and the estimate name it."""
+        return str(self.noise_path) if self.noise_path else "untuned defaults"
+
+    def load(self) -> tuple[Any, Any, Any]:
+        """The geometry, the noise and the aid model (None without a pose-error model)."""
+        from sensorbench.characterize.pose.error_model import PoseErrorModel
+        from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
+        from sensorbench.fusion.pod_kinematics import load_pod_model
+
+        noise = load_noise_model(self.noise_path) if self.noise_path else FilterNoise.default()
+        pose = self.pose_model_path
+        aid = PoseErrorModel.load(pose).aid_model() if pose else None
+        return load_pod_model(self.pods_path), noise, aid
+
+
 @cli.command("replay")
 @opt.session_argument()
-@_PODS_MODEL_OPT
-@opt.file_option(
-    "--noise", "noise_path", "Filter-noise model (from 'sensorbench fit noise'); default: untuned."
-)
-@opt.file_option(
-    "--pose-model", "pose_model_path",
-    "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+@opt.grouped(
+    "models", _ReplayModels,
+    _PODS_MODEL_OPT,
+    opt.file_option(
+        "--noise", "noise_path",
+        "Filter-noise model (from 'sensorbench fit noise'); default: untuned.",
+    ),
+    opt.file_option(
+        "--pose-model", "pose_model_path",
+        "Pose-error model (from 'sensorbench fit pose-error'): aid with pose_sensor.",
+    ),
 )  # fmt: skip
 @opt.output_option("Write the estimate as a pose stream (kind 'estimate') to this session file.",
     force="OUTPUT and figures")
@@ -161,28 +193,33 @@ def fit_noise_cmd(sessions: tuple[Path, ...], pods_path: Path, output: Path | No
     show_default=True, help="Score against mocap or a simulated session's truth.")
 @_GATE_OPT
 @_ALIGN_OPT
-@opt.number_option(
-    "--monitor-window", None, click.IntRange(2, 1_000_000), 50,
-    "Consistency monitor: updates per sliding NIS window.",
-)  # fmt: skip
-@opt.number_option(
-    "--monitor-level", None, opt.FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
-    "Consistency monitor: one-sided level of the degraded flag for a consistent "
-    "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
-    "level^(1/channels)).",
+@opt.grouped(
+    "monitor", lambda monitor_window, monitor_level: (monitor_window, monitor_level),
+    opt.number_option(
+        "--monitor-window", None, click.IntRange(2, 1_000_000), 50,
+        "Consistency monitor: updates per sliding NIS window.",
+    ),
+    opt.number_option(
+        "--monitor-level", None, opt.FiniteFloat(min=0.5, max=1.0, max_open=True), 0.999,
+        "Consistency monitor: one-sided level of the degraded flag for a consistent "
+        "filter (any of x, y, heading and the pods-against-IMU check; each channel takes "
+        "level^(1/channels)).",
+    ),
 )
-@opt.window_options(
-    "Replay from this time on (s from the session start).", "Replay up to this time (s)."
+@opt.grouped(
+    "window", lambda t_start, t_end: (t_start, t_end),
+    opt.window_options(
+        "Replay from this time on (s from the session start).", "Replay up to this time (s)."
+    ),
 )
 @click.option("--repair/--no-repair", default=True, show_default=True,
     help="Rebuild frames where a parallel pod bounced from the other pods and the IMU yaw "
     "(judged against the whole session: `live` runs without it, so `--no-repair` "
     "reproduces a live estimate).")
 @_JSON_OPT
-def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
-        pose_model_path: Path | None, output: Path | None, force: bool, plots_dir: Path | None,
-        reference: str, gate: float, align_interval_s: float | None, monitor_window: int,
-        monitor_level: float, t_start: float | None, t_end: float | None, repair: bool,
+def replay_cmd(session: Path, models: _ReplayModels, output: Path | None, force: bool,
+        plots_dir: Path | None, reference: str, gate: float, align_interval_s: float | None,
+        monitor: tuple[int, float], window: tuple[float | None, float | None], repair: bool,
         as_json: bool) -> None:
     """Replay a session's pods through the split x/y/heading filters.
 
@@ -190,35 +227,28 @@ def replay_cmd(session: Path, pods_path: Path, noise_path: Path | None,
     offset, the gate's rejections and per axis the filters' consistency; degraded spans
     are flagged in the estimate and written as events. See docs/PODS.md.
     """
-    from sensorbench.characterize.pose.error_model import PoseErrorModel
-    from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
     from sensorbench.fusion.odometry_replay import replay_session
-    from sensorbench.fusion.pod_kinematics import load_pod_model
     from sensorbench.fusion.replay_plots import replay_plots
     from sensorbench.logs.check import refuse_unusable
-
-    if output is not None:
-        check_output(output, force=force, inputs=[session, pods_path, noise_path, pose_model_path])
-    refuse_unusable(session, "replay")
-    geometry = load_pod_model(pods_path)
-    noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
-    aid = PoseErrorModel.load(pose_model_path).aid_model() if pose_model_path else None
     from sensorbench.logs.time_window import window_ns
 
-    window = window_ns(session, t_start, t_end)
+    if output is not None:
+        check_output(output, force=force, inputs=[session, models.pods_path, models.noise_path,
+            models.pose_model_path])  # fmt: skip
+    refuse_unusable(session, "replay")
+    geometry, noise, aid = models.load()
     rp = replay_session(session, geometry, noise, aid_model=aid, gate=gate, reference=reference,
-        window_ns=window, repair=repair, align_interval_s=align_interval_s,
-        monitor_window=monitor_window, monitor_level=monitor_level)
+        window_ns=window_ns(session, *window), repair=repair, align_interval_s=align_interval_s,
+        monitor_window=monitor[0], monitor_level=monitor[1])  # fmt: skip
     doc = rp.summary()
-    doc["noise"] = "fitted" if noise_path else "untuned defaults"
+    doc["noise"] = "fitted" if models.noise_path else "untuned defaults"
     if plots_dir is not None:
         with atomic_figures(plots_dir, force=force, inputs=[session]) as tmp_dir:
             made = replay_plots(tmp_dir, rp)
         doc["plots"] = [str(plots_dir / Path(p).name) for p in made]
     if output is not None:
-        noise_name = str(noise_path) if noise_path else "untuned defaults"
-        models = {"pods_model": str(pods_path), "noise_model": noise_name}
-        rp.write_estimate(output, session, models, overwrite=force)
+        names = {"pods_model": str(models.pods_path), "noise_model": models.noise_name}
+        rp.write_estimate(output, session, names, overwrite=force)
         doc["estimate_file"] = str(output)
     click.echo(to_json(doc) if as_json else replay_text(doc, str(session), rp.reference))
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +49,6 @@ _SESSION_OPTS = [
         "Use only samples from this time on (s from each session's start: its "
         "earliest sample of any stream, the origin of every time reported).",
         "Use only samples before this time (s)."),
-    opt.json_option("One JSON document on stdout."),
-    click.option(
-        "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
-    ),
 ]
 
 
@@ -90,21 +84,25 @@ class _Selection:
         )  # fmt: skip
 
 
-def _session_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the options shared by ``fit pose-error`` and ``validate``; the command gets
-    :class:`_Selection`'s fields as one ``selection`` argument."""
-    names = [fld.name for fld in fields(_Selection)]
+def _selection(**values: Any) -> _Selection:
+    """:class:`_Selection` of the options' values; the sensor must not be the reference."""
+    selection = _Selection(**values)
+    if selection.sensor == selection.reference:  # the error would be zero by construction
+        raise click.BadParameter(
+            f"the sensor and the reference are both stream {selection.sensor!r}; "
+            "compare two different pose streams", param_hint="'--sensor' / '--reference'")
+    return selection
 
-    @functools.wraps(f)
-    def command(**kwargs: Any) -> Any:
-        selection = _Selection(**{n: kwargs.pop(n) for n in names})
-        if selection.sensor == selection.reference:  # the error would be zero by construction
-            raise click.BadParameter(
-                f"the sensor and the reference are both stream {selection.sensor!r}; "
-                "compare two different pose streams", param_hint="'--sensor' / '--reference'")
-        return f(selection=selection, **kwargs)
 
-    return opt.stack(*_SESSION_OPTS)(command)
+_session_options = opt.stack(
+    opt.grouped("selection", _selection, *_SESSION_OPTS),
+    opt.json_option("One JSON document on stdout."),
+    click.option(
+        "--plots", type=click.Path(file_okay=False), help="Directory for PNG figures (created)."
+    ),
+)
+"""The options shared by ``fit pose-error`` and ``validate``; the command gets
+:class:`_Selection`'s fields as one ``selection`` argument."""
 
 
 @subgroup("fit").command("pose-error")
@@ -158,6 +156,43 @@ def fit_pose_error_cmd(selection: _Selection, as_json: bool, plots: str | None,
         click.echo(f"figure: {f}")
 
 
+def _requirements(
+    require: tuple[str, ...], horizon: float, confidence: float, verdict_confidence: float
+) -> tuple[list[Any], Any]:
+    """The ``--require`` requirements, parsed (a bad one fails before any work), and how
+    they are projected (a ``Projection``: the draws, seed and the campaign's variance are
+    set once known)."""
+    from sensorbench.characterize.pose.requirements import Projection, Requirement
+
+    how = Projection(horizon, confidence, verdict_confidence=verdict_confidence)
+    return [Requirement.parse(r) for r in require], how
+
+
+_requirement_options = opt.grouped(
+    "asked", _requirements,
+    click.option("--require", "require", multiple=True, metavar="AXIS.STAT<=VALUE[UNIT]",
+        help="Accuracy requirement: STAT of |error| over --horizon within VALUE in a fraction "
+        "--confidence of horizons, e.g. x.p95<=5cm or yaw.p99<=1deg; STAT in rms, p50, p95, "
+        "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given; "
+        "verdict: holds, fails or cannot tell. Repeatable."),
+    opt.number_option(
+        "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
+        "Horizon of the required statistics, s.",
+    ),
+    opt.number_option(
+        "--confidence", None, opt.FiniteFloat(0.5, 1.0, max_open=True), 0.95,
+        "Fraction of horizons whose statistic a requirement asks to be within VALUE "
+        "(the statistic's quantile that is judged).",
+    ),
+    opt.number_option(
+        "--verdict-confidence", None, opt.FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
+        "Confidence of each bound of a requirement's verdict.",
+    ),
+)  # fmt: skip
+"""``--require`` and how requirements are judged: one ``asked`` argument
+(:func:`_requirements`)."""
+
+
 @cli.command("validate")
 @_session_options
 @opt.number_option("--draws", None, opt.DRAWS, 1000, "Monte Carlo draws per session.")
@@ -177,30 +212,12 @@ def fit_pose_error_cmd(selection: _Selection, as_json: bool, plots: str | None,
     "SCALE fails when the similarity scale's 95 % interval excludes 1 by more than "
     "this fraction.",
 )
-@click.option("--require", "require", multiple=True, metavar="AXIS.STAT<=VALUE[UNIT]",
-    help="Accuracy requirement: STAT of |error| over --horizon within VALUE in a fraction "
-    "--confidence of horizons, e.g. x.p95<=5cm or yaw.p99<=1deg; STAT in rms, p50, p95, "
-    "p99, max; VALUE in m or rad unless a unit (mm, cm, m, rad, mrad, deg) is given; "
-    "verdict: holds, fails or cannot tell. Repeatable.")
-@opt.number_option(
-    "--horizon", None, opt.FiniteFloat(min=0.0, min_open=True), 60.0,
-    "Horizon of the required statistics, s.",
-)  # fmt: skip
-@opt.number_option(
-    "--confidence", None, opt.FiniteFloat(0.5, 1.0, max_open=True), 0.95,
-    "Fraction of horizons whose statistic a requirement asks to be within VALUE "
-    "(the statistic's quantile that is judged).",
-)
-@opt.number_option(
-    "--verdict-confidence", None, opt.FiniteFloat(0.5, 1.0, min_open=True, max_open=True), 0.95,
-    "Confidence of each bound of a requirement's verdict.",
-)
+@_requirement_options
 @click.pass_context
 def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots: str | None,
         draws: int, seed: int, model_path: str | None, alpha: float,
         no_parameter_uncertainty: bool, force: bool, scale_tolerance: float,
-        require: tuple[str, ...], horizon: float, confidence: float, verdict_confidence: float
-) -> None:
+        asked: tuple[list[Any], Any]) -> None:
     """Leave-one-session-out Monte Carlo validation of the pose-error model.
 
     Places each session's real error statistics among simulated ones at family-wise level
@@ -209,17 +226,13 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
     docs/POSE_ERROR.md, "Validation".
     """
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
-    from sensorbench.characterize.pose.requirements import (
-        Projection,
-        Requirement,
-        judge_requirements,
-    )
+    from sensorbench.characterize.pose.requirements import judge_requirements
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
     from sensorbench.logs.check import refuse_unusable
     from sensorbench.report.pose_display import validation_document, validation_lines
 
-    requirements = [Requirement.parse(r) for r in require]  # fail fast on a bad one
+    requirements, how = asked
     refuse_unusable(selection.sessions, "validate")
     model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
     campaign = selection.prepare()
@@ -230,9 +243,8 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
             series, draws, seed, model, alpha, uncertain, folds=campaign.folds, progress=bar
         )
     campaign_model = model or fit_pose_error(series)
-    how = Projection(
-        horizon, confidence, draws, seed, uncertain, campaign.future_variance(), verdict_confidence
-    )
+    how = replace(how, n_draws=draws, seed=seed, parameter_uncertainty=uncertain,
+        inherited_variance=campaign.future_variance())  # fmt: skip
     judged = judge_requirements(requirements, campaign_model, series, how)
     outcome = assess(
         campaign.prepared, campaign_model, report, campaign.frames, campaign.align,
