@@ -97,10 +97,10 @@ def _write_tum(out: Path, source: str, batch: PoseBatch) -> int:
         fh.write(f"# exported by sensorbench from {source}\n# timestamp tx ty tz qx qy qz qw\n")
         values = np.hstack([batch.position[keep], batch.quat_xyzw[keep]])
         for t, row in zip(batch.t_ns[keep].tolist(), values.tolist(), strict=True):
-            sec, ns = divmod(t, 1_000_000_000)
+            sec, ns = divmod(abs(t), 1_000_000_000)  # of |t|: divmod floors a negative t
             # repr: the shortest text that reads back as the same float64, so
             # UTM-size (georeferenced) coordinates keep every digit
-            fh.write(f"{sec}.{ns:09d} {' '.join(map(repr, row))}\n")
+            fh.write(f"{'-' if t < 0 else ''}{sec}.{ns:09d} {' '.join(map(repr, row))}\n")
     return int(keep.sum())
 
 

@@ -283,6 +283,27 @@ def test_a_georeferenced_tum_file_round_trips_exactly(tmp_path: Path) -> None:
     assert again.quat_xyzw.tobytes() == first.quat_xyzw.tobytes()
 
 
+def test_negative_times_export_to_tum_as_they_were(tmp_path: Path) -> None:
+    """A TUM file whose clock starts before 0 (times in s, as imported) exports the same
+    times: ``divmod`` floors, so −0.5 s used to be written as −1.5 (times ran backwards)."""
+    from click.testing import CliRunner
+    from importers_util import read_tum
+
+    from sensorbench.cli import cli
+
+    src, session, out = tmp_path / "neg.tum", tmp_path / "s.h5", tmp_path / "back.tum"
+    src.write_text("-1.5 1 2 0 0 0 0 1\n-0.25 1.1 2 0 0 0 0 1\n0.25 1.2 2 0 0 0 0 1\n")
+    run = CliRunner().invoke
+    r = run(cli, ["import", "pose", str(src), "--format", "tum", "--into", str(session)])
+    assert r.exit_code == 0, r.output
+    r = run(cli, ["export", str(session), "--stream", "pose_sensor", "--format", "tum",
+                  "-o", str(out)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert [ln.split()[0] for ln in out.read_text().splitlines() if not ln.startswith("#")] == [
+        "-1.500000000", "-0.250000000", "0.250000000"]
+    assert read_tum(out, 1e3).batch.t_ns.tolist() == [-1_500_000_000, -250_000_000, 250_000_000]
+
+
 def test_a_slow_flush_is_not_added_to_the_next_wait(tmp_path: Path) -> None:
     """Flushes are due ``flush_interval_s`` after the previous one took the queue, not
     after it ended: with a flush that takes longer than the interval (a slow disk, a
