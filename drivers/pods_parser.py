@@ -157,7 +157,7 @@ class PodStreamParser:
         self._t_unwrapped = 0
         self._seq_unwrapped = 0
         self._cum = np.zeros(n_pods, np.int64)
-        self._prev_errors: np.ndarray | None = None  # raw u16 errors + overruns
+        self._prev_errors = np.zeros(n_pods + 1, np.int64)  # raw u16 errors + overruns
         self._cum_errors = np.zeros(n_pods + 1, np.int64)
 
     # -- public ------------------------------------------------------------------
@@ -197,7 +197,7 @@ class PodStreamParser:
         seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
         prev_seq, prev_t = self._prev_seq, self._prev_t or 0
         prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
-        prev_e = None if self._prev_errors is None else self._prev_errors.tolist()
+        prev_e, errors_seen = self._prev_errors.tolist(), False
         cum_e = self._cum_errors.tolist()
         rows: list[tuple[int, int, list[int], float, float, list[int]]] = []
         while end - off >= 6 and data[off : off + 2] == proto.SYNC:
@@ -224,8 +224,8 @@ class PodStreamParser:
             if flags & proto.FLAG_ERRORS:
                 vals = values[-(n + 1) :]
                 for j in range(n + 1):
-                    cum_e[j] += vals[j] if prev_e is None else (vals[j] - prev_e[j]) % (1 << 16)
-                prev_e = list(vals)
+                    cum_e[j] += (vals[j] - prev_e[j]) % (1 << 16)
+                prev_e, errors_seen = list(vals), True
             self.stats.lost_frames += d_seq - 1
             self._t_unwrapped += d_t
             self._seq_unwrapped += d_seq
@@ -239,7 +239,7 @@ class PodStreamParser:
         self._prev_seq, self._prev_t = prev_seq, prev_t
         self._prev_counts, self._cum = np.array(prev_c, np.int64), np.array(cum, np.int64)
         self._cum_errors = np.array(cum_e, np.int64)
-        if prev_e is not None:
+        if errors_seen:
             self._prev_errors = np.array(prev_e, np.int64)
             self.stats.quad_errors, self.stats.overruns = sum(cum_e[:-1]), cum_e[-1]
         seq_un, t_ns, counts, yaw_rates, yaws, errors = zip(*rows, strict=True)
@@ -451,17 +451,20 @@ class PodStreamParser:
         k = reset.size
         step = np.zeros((k, self.n_pods + 1), np.int64)
         has = np.zeros(k, bool) if raw is None else raw[:, 0] >= 0
+        # an MCU (re)start counts from 0, whether or not its first frame came: each frame's
+        # values step from the last ones of its own run (none yet: from 0)
+        prev = self._prev_errors
         if has.any():
             assert raw is not None
             vals = raw[has]
-            prev = vals[0] if self._prev_errors is None else self._prev_errors
-            d = np.diff(vals, axis=0, prepend=prev[None, :]) % (1 << 16)
-            restarted = reset[has]
-            d[restarted] = vals[restarted]
-            if self._prev_errors is None:
-                d[0] = vals[0]  # lost since the MCU started, before the first frame
-            step[has] = d
-            self._prev_errors = vals[-1].copy()
+            before = np.vstack([prev[None, :], vals[:-1]])
+            before[np.diff(np.cumsum(reset)[has], prepend=0) > 0] = 0  # a restart since
+            step[has] = (vals - before) % (1 << 16)
+            prev = vals[-1].copy()
+        restarts, with_errors = np.flatnonzero(reset), np.flatnonzero(has)
+        if restarts.size and (not with_errors.size or restarts[-1] > with_errors[-1]):
+            prev = np.zeros_like(prev)  # restarted after its last error block: from 0 again
+        self._prev_errors = prev
         out = self._cum_errors + np.cumsum(step, axis=0)
         if k:
             self._cum_errors = out[-1].copy()

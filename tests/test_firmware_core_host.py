@@ -218,3 +218,50 @@ def test_parsed_frames_are_exactly_what_the_core_was_fed(
         np.testing.assert_array_equal(got_yaw, [f["yaw"] for f in fed])
     else:
         assert np.isnan(got_rate).all() and np.isnan(got_yaw).all()
+
+
+class _CoreHead(ctypes.Structure):
+    """The first fields of ``pods_core_t`` (firmware/core/pods_core.h)."""
+
+    _fields_ = [("n_pods", ctypes.c_uint8), ("counter_bits", ctypes.c_uint8),
+                ("imu", ctypes.c_uint8), ("errors", ctypes.c_uint8)]  # fmt: skip
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_restart_whose_first_frame_is_lost_counts_its_errors_from_zero(
+    lib: ctypes.CDLL, chunked: bool
+) -> None:
+    """The MCU's lost-edge counts restart at 0 with the MCU. The host misses the restart's
+    first frame (the Uno resets when the port opens; a CRC hit): the next error block
+    still counts from 0, not as a 16-bit step back from the counts before (which read as
+    65 529 lost edges). ``chunked``: the restart and the next error block in two reads."""
+    lib.pods_latch_errors.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
+        ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint16), ctypes.c_float,
+        ctypes.c_float]  # fmt: skip
+    lib.pods_latch_errors.restype = ctypes.c_uint8
+    mcu = Mcu(lib, 3, 16, imu=False)
+
+    def boot_and_run(n: int, lost: list[int], t0: int = 0) -> list[bytes]:
+        mcu.reset()
+        _CoreHead.from_buffer(mcu.mem).errors = 1  # as firmware/avr/main.c sets it
+        out = []
+        for k in range(n):
+            counts = (ctypes.c_uint32 * 3)(10 * k, 0, 0)
+            assert lib.pods_latch_errors(mcu.mem, t0 + 5000 * (k + 1), counts,
+                                         (ctypes.c_uint16 * 3)(*lost), 0.0, 0.0)  # fmt: skip
+            frame = mcu.pop()
+            assert frame is not None
+            out.append(frame)
+        return out
+
+    before, after = boot_and_run(400, [7, 0, 0]), boot_and_run(40, [0, 0, 2])
+    parser = PodStreamParser(3, 16)
+    parser.feed(b"".join(before))
+    if chunked:  # the read ends right after the (unrecognised) restart's second frame
+        parser.feed(after[1])
+        frames = parser.feed(b"".join(after[2:]))
+    else:
+        frames = parser.feed(b"".join(after[1:]))
+    assert parser.stats.resets == 1
+    assert frames.quad_errors[-1].tolist() == [7, 0, 2]
+    assert (parser.stats.quad_errors, parser.stats.overruns) == (9, 0)
