@@ -82,8 +82,8 @@ def live_cmd(ctx: click.Context, config_path: str, duration_s: float | None, out
     (--foxglove), one UDP datagram per pod frame (--udp) and the ROS 2 topics (--ros2);
     the session also holds the streams 'estimate' and 'merged' (docs/LIVE.md). Exit 0
     when recorded with every reader intact, 1 as for capture, when a device was lost
-    for good or the filters or the merge failed on their input, 2 on bad input or a full
-    disk (the file closed intact).
+    for good, the filters or the merge failed on their input or a publisher failed, 2 on
+    bad input or a full disk (the file closed intact).
     """
     from sensorbench.drivers.capture import CaptureOptions
     from sensorbench.live.ros2 import Ros2Options
