@@ -17,7 +17,7 @@ from sensorbench.json_doc import to_json
 
 def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) -> Any:
     """The filters' models from their files (None without ``--pods``), the pods' IMU use
-    from ``config``."""
+    from ``config``; a ``warning:`` line (stderr) per drift coefficient not identified."""
     if pods_path is None:
         if noise_path is not None:
             raise click.UsageError("--noise needs --pods (the pod geometry)")
@@ -27,7 +27,10 @@ def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) ->
 
     pods_name = pods_device(config)
     imu = pods_name is not None and bool(config.device(pods_name).imu)
-    return OdometryModels.from_files(pods_path, noise_path, imu=imu)
+    models = OdometryModels.from_files(pods_path, noise_path, imu=imu)
+    for why in models.noise.drift_warnings(models.geometry):
+        click.echo(f"warning: {why}", err=True)
+    return models
 
 
 def _refuse_unused_ros2_options(ctx: click.Context) -> None:
@@ -98,8 +101,8 @@ def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | Non
     (--foxglove), one UDP datagram per pod frame (--udp) and the ROS 2 topics (--ros2);
     the session also holds the streams 'estimate' and 'merged' (docs/LIVE.md). Exit 0
     when recorded with every reader intact, 1 as for capture, when a device was lost
-    for good or the filters or the merge failed on their input, 2 on bad input or a full
-    disk (the file closed intact).
+    for good, the filters or the merge failed on their input or a publisher failed, 2 on
+    bad input or a full disk (the file closed intact).
     """
     from sensorbench.live.runtime import (
         LiveOptions,

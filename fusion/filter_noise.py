@@ -9,7 +9,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from sensorbench.errors import FusionError, ModelFileError
 from sensorbench.fusion.odometry_drift import OdometryDrift
 from sensorbench.logs.model_file import model_document, read_model, write_document
 from sensorbench.logs.model_keys import AXES, FILTER_NOISE_KEYS
+
+if TYPE_CHECKING:
+    from sensorbench.fusion.pod_kinematics import PodGeometry
 
 NOISE_MODEL_KIND = "filter_noise"
 NOISE_MODEL_VERSION = 2
@@ -150,6 +153,15 @@ class FilterNoise:
     def axis(self, name: str) -> AxisNoise:
         """Noise of axis ``name`` (x, y or theta)."""
         return getattr(self, name)
+
+    def drift_warnings(self, pods: PodGeometry) -> list[str]:
+        """A warning per drift coefficient the calibration drives did not identify, naming
+        the axis and the coefficient (none when ``pods``' slip law replaces the drift)."""
+        if self.drift is None or pods.slip_model() is not None:
+            return []
+        return [f"noise model drift {name}: not identified by the calibration drives, the "
+                f"filters take it as {value:g} (overconfident on that motion; refit with "
+                "drives that excite it)" for name, value in self.drift.unidentified()]  # fmt: skip
 
     @classmethod
     def default(cls) -> FilterNoise:

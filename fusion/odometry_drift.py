@@ -15,10 +15,7 @@ import numpy as np
 
 from sensorbench.errors import FusionError
 from sensorbench.fusion.chunk_invariant import pinv_cached, rows_dot
-from sensorbench.logs.model_keys import AXES
-
-COEF_KEYS = ("per_m_x", "per_m_y", "per_rad")
-"""The columns of a drift coefficient row: per |Δx| (m), per |Δy| (m), per |Δθ| (rad)."""
+from sensorbench.logs.model_keys import AXES, COEF_KEYS
 
 
 def coefficient_table(rows: np.ndarray, kind: type = float) -> dict[str, dict[str, Any]]:
@@ -35,15 +32,28 @@ class OdometryDrift:
     Attributes:
         coef: (3, 3) non-negative; row j = body error axis (x, y in m²; θ in rad²), column
             = per |Δx| (per m), per |Δy| (per m), per |Δθ| (per rad).
+        identified: (3, 3) bool, which of them the calibration drives identified (the
+            others are guesses: 0, or the other per_m's value); None: not stated (a model file
+            written before it said), taken as all identified.
     """
 
     coef: np.ndarray
+    identified: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         c = np.asarray(self.coef, dtype=float)
         if c.shape != (3, 3) or not np.all(np.isfinite(c)) or np.any(c < 0):
             raise FusionError(f"odometry drift coefficients must be finite, >= 0, 3x3: {c}")
         object.__setattr__(self, "coef", c)
+        if self.identified is not None:
+            object.__setattr__(self, "identified", np.asarray(self.identified, bool).reshape(3, 3))
+
+    def unidentified(self) -> list[tuple[str, float]]:
+        """``("axis.coefficient", value)`` of each coefficient not identified (SI, as
+        :attr:`coef`), e.g. ``("theta.per_rad", 0.0)``."""
+        ok = np.ones((3, 3), bool) if self.identified is None else self.identified
+        return [(f"{a}.{k}", float(self.coef[j, i])) for j, a in enumerate(AXES)
+                for i, k in enumerate(COEF_KEYS) if not ok[j, i]]  # fmt: skip
 
     def step_covariances(
         self, body_increments: np.ndarray, dt: np.ndarray | None = None
@@ -62,21 +72,28 @@ class OdometryDrift:
         return whole, np.zeros_like(whole)
 
     def as_dict(self) -> dict[str, Any]:
-        """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...)."""
-        return coefficient_table(self.coef)
+        """``{error_axis: {"per_m_x", "per_m_y", "per_rad"}}`` (SI: m²/m, rad²/m, ...), and
+        its ``identified`` list of them when :attr:`identified` is stated."""
+        table = coefficient_table(self.coef)
+        if self.identified is not None:
+            for row, ok in zip(table.values(), self.identified, strict=True):
+                row["identified"] = [k for k, known in zip(COEF_KEYS, ok, strict=True) if known]
+        return table
 
     @classmethod
-    def from_dict(cls, d: dict[str, dict[str, float]]) -> OdometryDrift:
-        """Inverse of :meth:`as_dict`.
+    def from_dict(cls, d: dict[str, dict[str, Any]]) -> OdometryDrift:
+        """Inverse of :meth:`as_dict` (an axis without ``identified``: all identified).
 
         Raises:
             FusionError: a missing axis or key.
         """
         try:
             rows = [[float(d[a][k]) for k in COEF_KEYS] for a in AXES]
-        except (KeyError, TypeError, ValueError) as exc:
+            stated = [d[a].get("identified") for a in AXES]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FusionError(f"odometry drift table lacks or mangles {exc}") from exc
-        return cls(np.array(rows))
+        known = [[k in (COEF_KEYS if s is None else s) for k in COEF_KEYS] for s in stated]
+        return cls(np.array(rows), None if stated == [None] * 3 else np.array(known))
 
 
 def world_step_variances(cov: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:

@@ -546,6 +546,7 @@ def replay_session(
             "outside_reach": []
             if noise.reach is None
             else noise.reach.outside(MotionReach.of([odo.t_s], [inc])),
+            "unidentified_drift": noise.drift_warnings(geometry),
         },
         consistency,
         monitor,

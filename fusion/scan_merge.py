@@ -74,13 +74,14 @@ def turn_centres_ns(turns: LidarTurns) -> np.ndarray:
 
 
 def pair_nonempty(
-    front: LidarTurns, rear: LidarTurns, max_dt_s: float
+    front: LidarTurns, rear: LidarTurns, max_dt_s: float,
+    centres: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_turns` over the turns that hold points; indices into the full streams."""
+    """:func:`pair_turns` over the turns that hold points; indices into the full streams.
+    ``centres``: both streams' :func:`turn_centres_ns` (ns) when already at hand."""
+    tc_f, tc_r = centres or (turn_centres_ns(front), turn_centres_ns(rear))
     nf, nr = np.flatnonzero(front.count > 0), np.flatnonzero(rear.count > 0)
-    ia, ib = pair_turns(
-        turn_centres_ns(front)[nf], turn_centres_ns(rear)[nr], round(max_dt_s * 1e9)
-    )
+    ia, ib = pair_turns(tc_f[nf], tc_r[nr], round(max_dt_s * 1e9))
     return nf[ia], nr[ib]
 
 
@@ -395,7 +396,8 @@ class StreamingMerger:
             raise FusionError(f"push 'front' or 'rear' turns, not {which!r}")
         self._buf[which] = LidarTurns.concat([self._buf[which], turns])
         sides = (self._buf["front"], self._buf["rear"])
-        ends = [int(turn_centres_ns(t)[-1]) for t in sides if t.n_turns]
+        centres = (turn_centres_ns(sides[0]), turn_centres_ns(sides[1]))
+        ends = [int(tc[-1]) for tc in centres if tc.size]
         if not ends:
             return LidarTurns.empty()
         ready = len(ends) == 2 and (
@@ -406,23 +408,26 @@ class StreamingMerger:
         stale = max(ends) - round(MAX_LAG_S * 1e9)  # the side ahead gives up older turns
         if len(ends) < 2 or min(ends) < stale:
             horizon = stale if horizon is None else max(horizon, stale)
-        return LidarTurns.empty() if horizon is None else self._emit(horizon, ready)
+        return LidarTurns.empty() if horizon is None else self._emit(horizon, ready, centres)
 
     def flush(self) -> LidarTurns:
         """Merge every pair still pending (at the end of a capture)."""
         return self._emit(np.iinfo(np.int64).max, merge=True)
 
-    def _emit(self, horizon_ns: int, merge: bool) -> LidarTurns:
+    def _emit(
+        self, horizon_ns: int, merge: bool, centres: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> LidarTurns:
         """The pairs final at ``horizon_ns`` merged (when ``merge``: the angular steps are
-        known or measurable), the turns it decides unpaired counted, the rest kept."""
+        known or measurable), the turns it decides unpaired counted, the rest kept;
+        ``centres``: the buffers' turn centres (ns) when :meth:`push` computed them."""
         front, rear = self._buf["front"], self._buf["rear"]
-        tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
+        tc_f, tc_r = centres or (turn_centres_ns(front), turn_centres_ns(rear))
         i_f = i_r = np.empty(0, np.int64)
         merged = LidarTurns.empty()
         if merge and front.n_turns and rear.n_turns:
             if self._steps is None:
                 self._steps = self.setup.steps(front, rear)
-            i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s)
+            i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s, (tc_f, tc_r))
             latest = np.maximum(tc_f[i_f], tc_r[i_r])
             new = (latest <= horizon_ns) & (latest > self._done_ns)
             merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._steps)

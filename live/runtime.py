@@ -221,6 +221,7 @@ class LiveRuntime:
         self._view_pose_ns = -VIEW_POSE_NS  # data time of the last pose sent to the view
         self._lock = threading.Lock()
         self.setup_error: str | None = None  # why a worker could not be set up
+        self.writer: SessionWriter | None = None
         self._warm = False  # the filters' kernels compiled (open)
 
     def open(self) -> None:
@@ -304,6 +305,7 @@ class LiveRuntime:
         Raises:
             LiveError: as :meth:`open`.
         """
+        self.writer = writer
         if self.setup_error is not None:
             writer.event(time.monotonic_ns(), "live", "error", self.setup_error)
         self.open()
@@ -334,14 +336,26 @@ class LiveRuntime:
             self.view.event(payload[0], name, payload[1], payload[2])
 
     def stop(self) -> None:
-        """Filter and merge everything left, then :meth:`close`."""
+        """Filter and merge everything left, :meth:`close`, then write an ``error`` event
+        for each publisher (UDP, ROS 2, view) that failed: its last failure (they have no
+        session of their own, so at the end of the run)."""
         if self.odometry is not None:
             self.odometry.stop()
         if self.merge is not None:
             self.merge.stop()
         self.close()
+        for pub in (self.udp, self.ros2, self.view):
+            if pub is not None and pub.last_error:
+                live_event(self.writer, "error", f"publishing failed: {pub.last_error}")
 
     # -- status ------------------------------------------------------------------------
+
+    def errors(self) -> list[str]:
+        """What failed: the filters' set-up, and each worker's and publisher's last error."""
+        odo = self.odometry.counters if self.odometry is not None else None
+        workers = (odo, self.merge, self.udp, self.ros2, self.view)
+        return [e for e in (self.setup_error, *(getattr(w, "last_error", None) for w in workers))
+                if e]  # fmt: skip
 
     def status(self) -> LiveStatus:
         """The runtime's counters now (thread-safe)."""
@@ -351,9 +365,6 @@ class LiveRuntime:
             t0, s0 = self._rate
             now = time.monotonic()
             self._rate = (now, steps)
-        workers = (odo, self.merge, self.udp, self.ros2, self.view)
-        errors = [e for e in (self.setup_error, *(getattr(w, "last_error", None) for w in workers))
-                  if e]  # fmt: skip
         return LiveStatus(
             steps=steps,
             frames=odo.frames if odo is not None else 0,
@@ -364,7 +375,7 @@ class LiveRuntime:
             view_dropped=self.view.dropped if self.view is not None else 0,
             udp_sent=self.udp.sent if self.udp is not None else 0,
             udp_dropped=self.udp.dropped if self.udp is not None else 0,
-            errors=errors,
+            errors=self.errors(),
             port=self.view.port if self.view is not None else None,
         )
 
@@ -508,13 +519,12 @@ def format_live_status(st: LiveStatus) -> list[str]:
 
 def live_failures(result: CaptureResult, runtime: LiveRuntime) -> tuple[int, list[str]]:
     """A live run's exit code (0, 1, or 2 for a full disk) and why it failed: the
-    capture's error, devices lost and never back, filters that could not run, the filters
-    or the merge failing on their input (their output in the session is not whole)."""
+    capture's error, devices lost and never back, :meth:`LiveRuntime.errors` (filters
+    that could not run, the filters or the merge failing on their input: their output in
+    the session is not whole; a publisher failing: the robot did not get it all)."""
     why = [result.error] if result.error else []
     lost = [d.name for d in result.devices if d.unplugs > d.reconnects]
     why += [f"lost and never back: {', '.join(lost)}"] if lost else []
-    why += [runtime.setup_error] if runtime.setup_error is not None else []
-    odo = runtime.odometry.counters if runtime.odometry is not None else None
-    why += [e for w in (odo, runtime.merge) if w is not None and (e := w.last_error)]
+    why += runtime.errors()
     code = result.exit_code or (1 if why else 0)
     return code, why

@@ -27,6 +27,9 @@ y left m, theta counter-clockwise rad): the split filters, the pod geometry's
 columns, the drift terms, the aiding fixes and the ``filter_noise`` file's tables.
 docs/PODS.md ("Adding an axis") says what else an added axis needs."""
 
+COEF_KEYS = ("per_m_x", "per_m_y", "per_rad")
+"""The columns of a drift coefficient row: per |Δx| (m), per |Δy| (m), per |Δθ| (rad)."""
+
 POSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
 """A pose's axes (m, m, m, rad, rad, rad), in column order of every ``(N, 6)`` pose or
 pose-error array and of the ``pose_error`` file's tables."""
@@ -246,6 +249,12 @@ _DRIFT_AXIS: dict[str, Any] = {
     "per_m_x": Key("variance per metre travelled along body x (m² or rad² per m)", REAL),
     "per_m_y": Key("variance per metre travelled along body y (m² or rad² per m)", REAL),
     "per_rad": Key("variance per radian turned (m² or rad² per rad)", REAL),
+    "identified": Key(
+        "the coefficients the calibration drives identified; one not listed is a guess (0, or "
+        "the other per_m's value) and replay and live warn; no list: all taken as identified",
+        (lambda v: isinstance(v, list) and all(k in COEF_KEYS for k in v),
+         "a list of " + ", ".join(COEF_KEYS)),
+    ),
 }
 
 FILTER_NOISE_KEYS: dict[str, Any] = {

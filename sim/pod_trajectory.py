@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import SimError
-from sensorbench.logs.atomic_output import regular_input
+from sensorbench.logs.toml_schema import read_text
 
 MAX_PODS = 3  # encoder pairs on the ATmega328P's port C (A0..A5)
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # what a row's value may be
@@ -49,12 +49,10 @@ class PodTrajectory:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> PodTrajectory:
-        """Read the harness's text format; errors name the file and line."""
-        path = regular_input(path, SimError, "trajectory")  # a FIFO would wait forever
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SimError(f"{path}: cannot read the trajectory ({exc})") from exc
+        """Read the harness's text format (a regular file of at most
+        :data:`~sensorbench.logs.toml_schema.MAX_TEXT_BYTES` bytes, refused before it is
+        read); errors name the file and line."""
+        lines = read_text(path, SimError, "trajectory").splitlines()
         rows: list[list[int]] = []
         for number, line in enumerate(lines, start=1):
             text = line.split("#", 1)[0].replace(",", " ").split()

@@ -279,6 +279,19 @@ def test_a_trajectory_value_beyond_64_bits_is_refused_with_file_and_line(tmp_pat
     assert PodTrajectory.read(bad).counts[-1, 0] == -(1 << 63)
 
 
+def test_a_trajectory_over_the_text_input_cap_is_refused_before_it_is_read(tmp_path) -> None:
+    # it was read whole, however large (a session passed by mistake, a runaway log)
+    from sensorbench.logs.toml_schema import MAX_TEXT_BYTES
+
+    big = tmp_path / "huge.txt"
+    with big.open("wb") as f:
+        f.write(b"0 0\n5000 1\n")
+        f.truncate(MAX_TEXT_BYTES + 1)
+    with pytest.raises(SimError, match=rf"huge.txt: cannot read trajectory: {MAX_TEXT_BYTES + 1} "
+                       rf"bytes, more than a trajectory can be \(16 MiB\)"):  # fmt: skip
+        PodTrajectory.read(big)
+
+
 def test_bad_trajectories_are_refused_with_file_and_line(elf, tmp_path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("# t_us c0\n0 0\n5000 10\n5000 12\n")

@@ -32,11 +32,12 @@ def test_quantized_ranges_and_lit_no_returns_are_characterized_as_given(tmp_path
     r = turns.range.astype(np.float64)
     mm = np.round(r[np.isfinite(r)] * 1000).astype(np.int64)
     assert mm.size > 10_000 and np.all(mm % 8 == 0)
-    doc = characterize_session(session, "ld19", timing_only=True).as_dict()["returns"]
+    full = characterize_session(session, "ld19", timing_only=True).as_dict()
+    doc = full["returns"]
     n = doc["n_points"]
     n0 = round(n * doc["no_return_pct"] / 100)
     assert abs(doc["no_return_pct"] / 100 - p0) <= 4 * np.sqrt(p0 * (1 - p0) / n)
-    lit = doc["no_return_with_intensity_pct"] / 100
+    lit = full["sequence"]["no_return_with_quality_pct"] / 100
     assert abs(lit - p_lit) <= 4 * np.sqrt(p_lit * (1 - p_lit) / n0)
     # the default: whole mm; dark no-returns stay reachable
     old = SyntheticLD19Samples.generate(

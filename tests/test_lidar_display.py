@@ -51,3 +51,29 @@ def test_the_datasheet_and_the_report_share_each_statistic() -> None:
     assert f"<td>{disp.JITTER.heading(' σ')}</td>" in page
     assert f"<th>{disp.BAND_SIGMA.heading()}</th>" in page
     assert f"<td>{disp.band_label(0.5, 8.0)}</td>" in page
+
+
+def test_the_share_of_no_returns_carrying_an_intensity_is_one_figure() -> None:
+    """It was computed twice, in ``returns`` (``no_return_with_intensity_pct``) and in
+    ``sequence`` (``no_return_with_quality_pct``). 40 turns of 100 points, every 10th a
+    no-return, every 4th of those carrying an intensity: 25 %, stated once."""
+    import numpy as np
+
+    from sensorbench.logs import LidarTurns
+
+    n, per = 40, 100
+    t0 = np.arange(n, dtype=np.int64) * 100_000_000
+    rng = np.full(n * per, 2.0, np.float32)
+    inten = np.full(n * per, 200, np.uint16)
+    rng[::10], inten[::10], inten[::40] = np.inf, 0, 180
+    turns = LidarTurns(
+        t0, t0.copy(), np.full(n, 10.0, np.float32), np.full(n, per, np.int32),
+        np.zeros(n, np.uint16), np.tile(np.linspace(0, 2 * np.pi, per, endpoint=False), n),
+        rng, inten, (t0[:, None] + np.arange(per)[None, :] * 1_000_000).ravel(),
+    )  # fmt: skip
+    ch = characterize_turns(turns, timing_only=True)
+    doc = ch.as_dict()
+    found = {f"{part}.{key}": value for part in ("returns", "sequence")
+             for key, value in doc[part].items() if key.startswith("no_return_with")}  # fmt: skip
+    assert found == {"sequence.no_return_with_quality_pct": 25.0}
+    assert disp.datasheet(ch).count("25 % of no-returns carry an intensity") == 1

@@ -11,8 +11,10 @@ silent; whatever the session holds, `replay` gives the same estimate again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -30,7 +32,7 @@ from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
 from sensorbench.live.odometry import OdometryModels
-from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_summary
+from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_failures, live_summary
 from sensorbench.live.udp import PREDICTED, unpack
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
@@ -202,6 +204,25 @@ def test_stalled_pods_make_the_filters_coast_and_say_so(tmp_path) -> None:
     np.testing.assert_array_equal(coasting[1:], gaps_s > 0.1)
     assert gaps_s.max() >= 1.0 and coasting[1:][np.argmax(gaps_s)]  # the 1.5-s stall
     assert live_summary(runtime)["predictions"] == len(predicted)
+
+
+def test_a_udp_destination_that_refuses_every_datagram_is_an_event_and_exit_1(tmp_path) -> None:
+    """Every sendto failing (port 0: EINVAL) left the status line's "LIVE ERROR" the only
+    trace: no event in the session and exit 0, though the robot got no pose."""
+    out = tmp_path / "s.h5"
+    models = OdometryModels.from_files(PODS, NOISE, imu=True)
+    with EmulatedRobot(tmp_path / "run", speed=1.0, ld19_startup_s=0.2, faults=False) as robot:
+        runtime = LiveRuntime(robot.config, models, LiveOptions(udp=("127.0.0.1", 0)))
+        result = run_capture(robot.config, out, 3.0, CaptureOptions(label="udp"),
+                             consumer=runtime)  # fmt: skip
+    assert result.ok, result.error
+    assert runtime.udp is not None and runtime.udp.sent == 0 and runtime.udp.dropped > 100
+    code, why = live_failures(result, runtime)
+    assert code == 1 and why == [f"UDP pose to ('127.0.0.1', 0): [Errno {errno.EINVAL}] "
+                                 f"{os.strerror(errno.EINVAL)}"]  # fmt: skip
+    with Session(out) as s:
+        errors = [e.message for e in s.events() if e.source == "live" and e.kind == "error"]
+    assert errors == [f"publishing failed: {why[0]}"]
 
 
 def _start_live(run_dir, out, *extra: str) -> subprocess.Popen:

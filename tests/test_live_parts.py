@@ -21,12 +21,13 @@ import numpy as np
 import pytest
 from foxglove_client import collect, stamp_ns
 
+from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount
 from sensorbench.live.foxglove_view import FoxgloveView
 from sensorbench.live.odometry import estimate_rows
-from sensorbench.live.runtime import MergeWorker, live_failures
+from sensorbench.live.runtime import LiveOptions, LiveRuntime, MergeWorker, live_failures
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
 from sensorbench.live.udp import FORMAT, SIZE, PoseDatagram, UdpPublisher, parse_address, unpack
 from sensorbench.logs import LidarTurns
@@ -337,6 +338,8 @@ def test_a_merge_that_fails_is_an_event_and_makes_live_exit_1() -> None:
     assert writer.events == [("live", "error", "live merge failed on a push: "
                               "ValueError('a turn it cannot take')")]  # fmt: skip
     result = SimpleNamespace(error=None, devices=[], exit_code=0)
-    runtime = SimpleNamespace(setup_error=None, odometry=None, merge=worker)
+    config = load_robot_config(Path(__file__).parents[1] / "examples" / "robot.toml")
+    runtime = LiveRuntime(config, None, LiveOptions())
+    runtime.merge = worker
     assert live_failures(result, runtime) == (  # type: ignore[arg-type]
         1, ["live-merge: ValueError('a turn it cannot take')"])

@@ -3,6 +3,8 @@ motions the calibration drives covered, and the warning for a session beyond the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import odometry_util as ou
 import pytest
@@ -54,3 +56,49 @@ def test_reach_is_written_to_the_model_file_and_read_back(tmp_path) -> None:
     path.write_text(text)
     with pytest.raises(ModelFileError, match="reach"):
         load_noise_model(path)
+
+
+def test_a_drift_coefficient_the_drives_did_not_identify_is_marked_and_replay_and_live_warn(
+    tmp_path, capsys
+) -> None:
+    """Drives that never turn identify no variance per radian turned: the model file
+    stored it as 0.0 unmarked, and replay and live ran without that term, overconfident,
+    without a word. The file now lists what was identified, and both name what was not."""
+    from click.testing import CliRunner
+    from pods_sim_util import simulate
+
+    from sensorbench.characterize.pods.drift_fit import fit_drift
+    from sensorbench.cli import cli
+    from sensorbench.commands.live import load_models
+    from sensorbench.drivers.robot_config import load_robot_config
+    from sensorbench.fusion.pod_drive import load_drive
+    from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
+    from sensorbench.sim.simulation import Simulation
+
+    drives = [simulate(tmp_path, name, 40 + i) for i, name in enumerate(("forward", "sideways"))]
+    sim = Simulation("forward", 40).pods().geometry
+    geometry = PodGeometry.from_mounts(*sim.position_m.T, sim.angle_rad, sim.m_per_count)
+    fit = fit_drift([load_drive(d) for d in drives], geometry)
+    assert fit.identified[:, :2].all() and not fit.identified[:, 2].any()
+    assert np.all(fit.drift.coef[:, 2] == 0.0)
+    noise, pods = tmp_path / "noise.toml", tmp_path / "pods.toml"
+    d = FilterNoise.default()
+    save_noise_model(noise, FilterNoise(d.x, d.y, d.theta, drift=fit.drift), {})
+    save_pod_model(pods, geometry, {})
+    args = ["replay", str(drives[0]), "--pods", str(pods), "--noise", str(noise)]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    warned = [line for line in done.output.splitlines() if "not identified" in line]
+    assert [w.split("drift ")[1].split(":")[0] for w in warned] == [
+        "x.per_rad", "y.per_rad", "theta.per_rad"]  # fmt: skip
+    np.testing.assert_array_equal(load_noise_model(noise).drift.identified, fit.identified)
+    robot = load_robot_config(Path(__file__).parents[1] / "examples" / "robot.toml")
+    capsys.readouterr()
+    load_models(robot, pods, noise)  # what `live` loads
+    live = [f"warning: {w.removeprefix('WARNING, ')}" for w in warned]
+    assert capsys.readouterr().err.splitlines() == live
+    # a file written before the marker: taken as identified, no warning
+    noise.write_text("".join(line for line in noise.read_text().splitlines(keepends=True)
+                             if not line.startswith("identified =")))  # fmt: skip
+    old = load_noise_model(noise)
+    assert old.drift.identified is None and old.drift_warnings(geometry) == []

@@ -255,5 +255,5 @@ def test_characterize_lidar_on_the_decoded_real_capture(tmp_path):
     assert t["angular_step_deg"] == pytest.approx(step, abs=0.002)
     assert abs(t["points_per_turn"]["median"] - 360.0 / step) <= 2
     ret = doc["returns"]
-    assert ret["no_return_pct"] == 0.0 and ret["no_return_with_intensity_pct"] is None
+    assert ret["no_return_pct"] == 0.0 and doc["sequence"]["no_return_with_quality_pct"] is None
     assert ret["n_points"] == summary["points"]

@@ -34,11 +34,11 @@ more (LD19 0..255) are grouped in bins of 16."""
 class ReturnStats:
     """No-return fraction and intensity histogram of one stream; ``intensity_pct``: % of the
     points with a return per intensity value (key ``"15"``) or, above :data:`MAX_LEVELS`
-    distinct values, per bin of 16 (key ``"0-15"``)."""
+    distinct values, per bin of 16 (key ``"0-15"``). The share of no-returns carrying an
+    intensity is :attr:`SequenceStats.no_return_with_quality_pct`."""
 
     n_points: int  # no returns included, invalid (nan) excluded
     no_return_pct: float  # points without a return (inf), % of points
-    no_return_with_intensity_pct: float  # of the no-returns, intensity not 0, % (nan: none)
     intensity_pct: dict[str, float]
 
 
@@ -57,13 +57,9 @@ def return_stats(turns: LidarTurns) -> ReturnStats:
     else:
         b = np.bincount(inten[ret] // 16)
         hist = {f"{16 * i}-{16 * i + 15}": 100.0 * int(c) / n_ret for i, c in enumerate(b) if c}
-    n_none = int(none.sum())
     return ReturnStats(
         n_points=n,
-        no_return_pct=100.0 * n_none / n if n else float("nan"),
-        no_return_with_intensity_pct=(
-            100.0 * float(np.count_nonzero(inten[none])) / n_none if n_none else float("nan")
-        ),
+        no_return_pct=100.0 * int(none.sum()) / n if n else float("nan"),
         intensity_pct=hist,
     )
 

@@ -132,6 +132,7 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
             f"final {math.degrees(err['heading_final_rad']):+.3f}°")
     out.append(f"rejected by the gate: {doc['rejected_updates']}")
     out += [f"WARNING, outside the noise fit's drives: {why}" for why in doc["outside_reach"]]
+    out += [f"WARNING, {why}" for why in doc["unidentified_drift"]]
     out += _consistency_lines(doc)
     files = [key for key in ("estimate_file", "plots") if key in doc]
     out += [f"{key.replace('_', ' ')}: {doc[key]}" for key in files]

@@ -57,7 +57,7 @@ class DriftFit:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (SI units)."""
         return {
-            "coefficients": self.drift.as_dict(),
+            "coefficients": coefficient_table(self.drift.coef),
             "standard_errors": coefficient_table(self.coef_se),  # nan (null): not identified
             "intercept": dict(zip(AXES, map(float, self.intercept), strict=True)),
             "timing_s": dict(zip(AXES, map(float, self.timing_s), strict=True)),
@@ -192,12 +192,13 @@ def fit_drift(
         timing[j], intercept[j] = beta[3], beta[4]
         if excited[:2].any() and not excited[:2].all():
             coef[j, :2] = coef[j, :2].max()
+    identified = np.tile(excited, (3, 1))
     return DriftFit(
-        OdometryDrift(coef),
+        OdometryDrift(coef, identified),
         coef_se,
         intercept,
         np.sqrt(timing),
-        np.tile(excited, (3, 1)),
+        identified,
         int(delta.shape[0]),
         excitation,
     )
