@@ -142,6 +142,26 @@ def test_the_c_reference_decodes_what_the_parser_decodes() -> None:
     assert len(parse(data, 1024)) == 5_000 - 5_000 // 50
 
 
+def test_the_pod_reference_decodes_what_the_parser_decodes() -> None:
+    """The capture bench's plain-Python reference returns the parser's frames field for
+    field (unwrapped seq, device time, counters through their 16-bit wrap, IMU), on the
+    bench's stream with a corrupted frame and stray bytes, in the bench's 4 KiB reads:
+    it does the parser's work, not just the framing (it used to count frames only)."""
+    from sensorbench.benchmarks import capture
+    from sensorbench.drivers.pods_parser import PodFrames
+
+    data, flen = capture._stream(3_000)
+    bad = bytearray(data)
+    bad[100 * flen + 12] ^= 0xFF  # a CRC error: one frame lost, a seq gap
+    stream = bytes(bad[: 500 * flen]) + b"\xaa\x55\x13\x31junk" + bytes(bad[500 * flen :])
+    frames = PodFrames.concat(capture._parse(stream, 4096))
+    rows = capture._reference_parse(stream)
+    assert len(frames) == len(rows) == 2_999
+    assert ((frames.counts < 0) | (frames.counts >= 2**16)).any()  # the wrap is unwrapped
+    assert capture._reference_matches(rows, frames)
+    assert not capture._reference_matches([*rows[:-1], (0,) * len(rows[0])], frames)
+
+
 def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     """A module's rows appear before the next module starts (the first full run used to
     crash in a1 after minutes, having printed nothing)."""
