@@ -162,6 +162,20 @@ def test_the_pod_reference_decodes_what_the_parser_decodes() -> None:
     assert not capture._reference_matches([*rows[:-1], (0,) * len(rows[0])], frames)
 
 
+def test_the_ray_cast_reference_gives_the_ray_casters_ranges() -> None:
+    """The sim bench's per-ray loop (Python floats) and ``World.raycast`` agree on the
+    bench's rays (hits on walls, boxes and the pillars' circles)."""
+    from sensorbench.benchmarks import sim
+    from sensorbench.sim.scenario import load_scenario
+    from sensorbench.sim.simulation import Simulation
+
+    world = Simulation(load_scenario("lidar_static"), seed=1).world
+    angles, origin = sim._rays(quick=True)
+    ref = sim._naive_raycast(world, origin, angles)
+    assert np.isfinite(ref).all() and ref.dtype == np.float64
+    np.testing.assert_allclose(ref, world.raycast(origin, angles), rtol=0, atol=1e-9)
+
+
 def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     """A module's rows appear before the next module starts (the first full run used to
     crash in a1 after minutes, having printed nothing)."""
