@@ -176,6 +176,24 @@ def test_the_ray_cast_reference_gives_the_ray_casters_ranges() -> None:
     np.testing.assert_allclose(ref, world.raycast(origin, angles), rtol=0, atol=1e-9)
 
 
+def test_the_mcap_reference_writes_uncompressed_chunks_as_the_export(tmp_path) -> None:
+    """The rosbag bench's reference (mcap's writer, rosbags' CDR) writes what the export
+    writes, uncompressed chunks (mcap's default is zstd), and its messages read back."""
+    from rosbags.typesys import Stores, get_typestore
+
+    from sensorbench.benchmarks import rosbag
+
+    T = get_typestore(Stores.ROS2_HUMBLE).types
+    point = T["geometry_msgs/msg/Point"]
+    msgs = [("/p", "geometry_msgs/msg/Point", 10 + k, point(x=1.0 * k, y=2.0, z=3.0))
+            for k in range(500)]  # fmt: skip
+    out = tmp_path / "reference.mcap"
+    rosbag._mcap_rosbags(msgs, out)
+    assert rosbag._chunk_compression(out) == {"none"}
+    back = [(t, m.x) for _, _, t, m in rosbag._read_mcap(out)]
+    assert back == [(10 + k, 1.0 * k) for k in range(500)]
+
+
 def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     """A module's rows appear before the next module starts (the first full run used to
     crash in a1 after minutes, having printed nothing)."""
