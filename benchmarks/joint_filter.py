@@ -38,6 +38,12 @@ matches finite differences and on data drawn from its own model the mean NIS is
 Without absolute aiding neither filter can beat dead reckoning by much: the
 position error is the odometry's own drift (slip, scale), common to both.
 
+Cost: :meth:`JointFilter.run` is a Python loop of numpy calls (the form the tests
+check); :meth:`JointFilter.run_compiled` runs the same loop compiled with numba
+(:func:`_joint_loop`), as the split filters' loop is, to the same numbers up to rounding
+(``tests/test_fusion_joint_filter.py``). ``bench --only filters`` times the compiled one,
+so its joint/split cost compares the algorithms.
+
 Noise: r_x, r_y are fitted for the split filters' *world*-frame x and y; this
 filter applies them to the *body*-frame chord. What it would need is the
 body-frame covariance of the odometry pose error, a full 3×3: for count
@@ -55,6 +61,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 from scipy.stats import chi2
 
@@ -127,10 +134,113 @@ def chord_measurement(
     d_th = (-sn * dx + c * dy, -c * dx - sn * dy)
     jac = np.zeros((3, 6))
     jac[0, 0], jac[0, 1], jac[1, 0], jac[1, 1] = c, sn, -sn, c
-    jac[:2, 2] = d_th
+    jac[0, 2], jac[1, 2] = d_th
     jac[0, 5], jac[1, 5] = -h * d_th[0], -h * d_th[1]
     jac[2, 2] = 1.0
     return pred, jac
+
+
+_chord_measurement = numba.njit(cache=True)(chord_measurement)
+""":func:`chord_measurement` compiled, for :func:`_joint_loop`."""
+
+
+@numba.njit(cache=True)
+def _joint_loop(
+    dt: np.ndarray,
+    inc: np.ndarray,
+    chord: np.ndarray,
+    q_steps: np.ndarray,
+    u_steps: np.ndarray,
+    r: np.ndarray,
+    start: np.ndarray,
+    consts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The loop of :meth:`JointFilter.run` compiled, step for step the same arithmetic
+    (the same matrix products, inverse, gate, clipping and reject streak) on its
+    prepared inputs: ``start`` = pose0 (3) and var0 (3), ``consts`` = var_v0, gate,
+    component gate, max_rejects. Returns poses, velocities, covariances, NIS,
+    acceptance and resets."""
+    var_v0, gate, component_gate, max_rejects = consts[0], consts[1], consts[2], consts[3]
+    k_n = dt.size
+    s = np.zeros(6)
+    s[:3] = start[:3]
+    o = start[:3].copy()
+    P = np.zeros((6, 6))
+    P[:3, :3] = np.diag(start[3:6].copy())
+    P[3:, 3:] = np.eye(3) * var_v0
+    poses = np.empty((k_n + 1, 3))
+    vels = np.empty((k_n + 1, 3))
+    covs = np.empty((k_n + 1, 6, 6))
+    nis = np.full(k_n, np.nan)
+    accepted = np.ones(k_n, dtype=np.bool_)
+    poses[0], vels[0], covs[0] = s[:3], s[3:], P
+    eye6 = np.eye(6)
+    streak, anchor, raw = 0, np.zeros(3), np.zeros(3)
+    resets = 0
+    F = eye6.copy()
+    G = np.zeros((6, 3))
+    G[3:] = np.eye(3)
+    for k in range(k_n):
+        h = dt[k]
+        F[0, 3] = F[1, 4] = F[2, 5] = h
+        G[:3] = np.eye(3) * h
+        s_prev = s
+        s = F @ s
+        s[:3] += 0.5 * u_steps[k] * h * h
+        s[3:] += u_steps[k] * h
+        P = F @ P @ F.T + (G * (q_steps[k] * h)) @ G.T
+        z = inc[k]
+        if not np.all(np.isfinite(z)):
+            o = o + (s[:3] - s_prev[:3])
+            poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
+            continue
+        phi = s[2] - s[5] * h
+        c, sn = math.cos(phi), math.sin(phi)
+        pred, H = _chord_measurement(s, o, h)
+        nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
+        S = H @ P @ H.T + r
+        S_inv = np.linalg.inv(S)
+        d2 = nu @ S_inv @ nu
+        nis[k] = d2
+        if streak >= max_rejects:
+            o = anchor + raw
+            P[3:, 3:] = np.maximum(P[3:, 3:], np.eye(3) * var_v0)
+            pred, H = _chord_measurement(s, o, h)
+            nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
+            S_inv = np.linalg.inv(H @ P @ H.T + r)
+            d2 = 0.0
+            resets += 1
+        raw_step = np.array(
+            [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
+        )
+        if d2 <= gate:
+            streak = 0
+            K = P @ H.T @ S_inv
+            s = s + K @ nu
+            IKH = eye6 - K @ H
+            P = IKH @ P @ IKH.T + K @ r @ K.T
+            phi = s[2] - s[5] * h
+            c, sn = math.cos(phi), math.sin(phi)
+            o = o + np.array(
+                [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
+            )
+        else:
+            accepted[k] = False
+            if streak == 0:
+                anchor, raw = o, 0.0 * raw_step
+            streak += 1
+            raw = raw + raw_step
+            bound = np.sqrt(component_gate * np.diag(S))
+            nu_c = np.minimum(np.maximum(nu, -bound), bound)
+            o = np.array(
+                [
+                    s[0] + c * nu_c[0] - sn * nu_c[1],
+                    s[1] + sn * nu_c[0] + c * nu_c[1],
+                    s[2] + nu_c[2],
+                ]
+            )
+        poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
+    return poses, vels, covs, nis, accepted, resets
 
 
 @dataclass
@@ -164,15 +274,10 @@ class JointFilter:
         # probability of the 3-D gate (6.63 for 11.34)
         self.component_gate = float(chi2.ppf(chi2.cdf(self.gate, 3), 1))
 
-    def run(
-        self,
-        t_s: np.ndarray,
-        body_increments: np.ndarray,
-        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-        var_v0: float = 1.0,
-    ) -> JointResult:
-        """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
+    def _inputs(
+        self, t_s: np.ndarray, body_increments: np.ndarray, pose0: tuple[float, float, float]
+    ) -> tuple[np.ndarray, ...]:
+        """Frame times, increments, steps, chords, per-step q and acceleration, and r."""
         t, inc, dt = frame_steps(t_s, body_increments)
         r = np.diag([self.noise.x.r, self.noise.y.r, self.noise.theta.r])
         chord = se2_exp(np.nan_to_num(inc))[:, :2]
@@ -190,6 +295,36 @@ class JointFilter:
             [n.q + n.q_jerk * jerk_sq(dt, w, np.full(dt.size, n.r), zeros) for n, w in axes]
         )
         u_steps = np.column_stack([observed_accel(dt, w) for _, w in axes])
+        return t, inc, dt, chord, q_steps, u_steps, r
+
+    def run_compiled(
+        self,
+        t_s: np.ndarray,
+        body_increments: np.ndarray,
+        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var_v0: float = 1.0,
+    ) -> JointResult:
+        """:meth:`run` with its loop compiled (:func:`_joint_loop`): the same inputs and
+        steps, the same numbers to rounding (``tests/test_fusion_joint_filter.py``)."""
+        t, inc, dt, chord, q_steps, u_steps, r = self._inputs(t_s, body_increments, pose0)
+        start = np.array([*pose0, *var0], dtype=float)
+        consts = np.array([var_v0, self.gate, self.component_gate, self.max_rejects], float)
+        poses, vels, covs, nis, accepted, resets = _joint_loop(
+            dt, inc, chord, q_steps, u_steps, r, start, consts
+        )
+        return JointResult(t, poses, vels, covs, nis, accepted, int(resets))
+
+    def run(
+        self,
+        t_s: np.ndarray,
+        body_increments: np.ndarray,
+        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        var_v0: float = 1.0,
+    ) -> JointResult:
+        """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
+        t, inc, dt, chord, q_steps, u_steps, r = self._inputs(t_s, body_increments, pose0)
         k_n = dt.size
         s = np.zeros(6)
         s[:3] = pose0

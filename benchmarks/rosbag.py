@@ -17,8 +17,10 @@ The export writes the imported session back as MCAP (every stream: scans, poses,
 odometry with covariance, counts, /tf, the events); the reference is the `mcap`
 package's writer with rosbags serializing the very messages the export wrote (read
 back once, untimed, as rosbags message objects): the serialization and the writing
-alone, no session to read and no messages to build. Both in CPU seconds, 5
-interleaved rounds; the figure is reference/ours per message (target ≥ 1).
+alone, no session to read and no messages to build, into the same output: chunks
+uncompressed as ours (the `mcap` writer's default is zstd, work the export does not do;
+checked, both files' sizes printed). Both in CPU seconds, 5 interleaved rounds; the
+figure is reference/ours per message (target ≥ 1).
 """
 
 from __future__ import annotations
@@ -152,15 +154,25 @@ def _read_mcap(path: Path) -> list[tuple[str, str, int, Any]]:
                 for s, c, m in make_reader(fh).iter_messages() if s is not None]  # fmt: skip
 
 
+def _chunk_compression(path: Path) -> set[str]:
+    """The chunk compressions of an MCAP file ("none" for uncompressed chunks)."""
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as fh:
+        summary = make_reader(fh).get_summary()
+    return {c.compression or "none" for c in summary.chunk_indexes} if summary else set()
+
+
 def _mcap_rosbags(messages: list[tuple[str, str, int, Any]], out: Path) -> None:
-    """The reference: rosbags' CDR and the `mcap` writer, one channel per topic."""
-    from mcap.writer import Writer
+    """The reference: rosbags' CDR and the `mcap` writer, one channel per topic, chunks
+    uncompressed as the export writes them (the writer's default is zstd)."""
+    from mcap.writer import CompressionType, Writer
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_HUMBLE)
     channels: dict[str, int] = {}
     with open(out, "wb") as fh:
-        w = Writer(fh)
+        w = Writer(fh, compression=CompressionType.NONE)
         w.start(profile="ros2", library="reference")
         for topic, msgtype, t, msg in messages:
             if topic not in channels:
@@ -201,6 +213,10 @@ def run(quick: bool) -> list[BenchResult]:
         export()
         written = _read_mcap(mcap)
         exporting = interleave(export, lambda: _mcap_rosbags(written, reference), rounds=5)
+        chunks = _chunk_compression(mcap), _chunk_compression(reference)
+        if chunks[0] != chunks[1]:
+            raise RuntimeError(f"rosbag benchmark: chunks compressed {chunks[0]} vs {chunks[1]}")
+        sizes_mb = mcap.stat().st_size / 1e6, reference.stat().st_size / 1e6
     return [
         BenchResult.from_rounds(
             AREA,
@@ -210,7 +226,8 @@ def run(quick: bool) -> list[BenchResult]:
             target=1.0,
             detail=f"the imported session, {len(written)} messages; export "
             f"{exporting.ours_median_s:.2f} s, mcap + rosbags serializing the same "
-            f"messages {exporting.reference_median_s:.2f} s (CPU, median rounds)",
+            f"messages {exporting.reference_median_s:.2f} s (CPU, median rounds); "
+            f"{sizes_mb[0]:.1f} vs {sizes_mb[1]:.1f} MB, chunks {'/'.join(sorted(chunks[0]))}",
         ),
         BenchResult.from_rounds(
             AREA,

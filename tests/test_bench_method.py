@@ -142,6 +142,58 @@ def test_the_c_reference_decodes_what_the_parser_decodes() -> None:
     assert len(parse(data, 1024)) == 5_000 - 5_000 // 50
 
 
+def test_the_pod_reference_decodes_what_the_parser_decodes() -> None:
+    """The capture bench's plain-Python reference returns the parser's frames field for
+    field (unwrapped seq, device time, counters through their 16-bit wrap, IMU), on the
+    bench's stream with a corrupted frame and stray bytes, in the bench's 4 KiB reads:
+    it does the parser's work, not just the framing (it used to count frames only)."""
+    from sensorbench.benchmarks import capture
+    from sensorbench.drivers.pods_parser import PodFrames
+
+    data, flen = capture._stream(3_000)
+    bad = bytearray(data)
+    bad[100 * flen + 12] ^= 0xFF  # a CRC error: one frame lost, a seq gap
+    stream = bytes(bad[: 500 * flen]) + b"\xaa\x55\x13\x31junk" + bytes(bad[500 * flen :])
+    frames = PodFrames.concat(capture._parse(stream, 4096))
+    rows = capture._reference_parse(stream)
+    assert len(frames) == len(rows) == 2_999
+    assert ((frames.counts < 0) | (frames.counts >= 2**16)).any()  # the wrap is unwrapped
+    assert capture._reference_matches(rows, frames)
+    assert not capture._reference_matches([*rows[:-1], (0,) * len(rows[0])], frames)
+
+
+def test_the_ray_cast_reference_gives_the_ray_casters_ranges() -> None:
+    """The sim bench's per-ray loop (Python floats) and ``World.raycast`` agree on the
+    bench's rays (hits on walls, boxes and the pillars' circles)."""
+    from sensorbench.benchmarks import sim
+    from sensorbench.sim.scenario import load_scenario
+    from sensorbench.sim.simulation import Simulation
+
+    world = Simulation(load_scenario("lidar_static"), seed=1).world
+    angles, origin = sim._rays(quick=True)
+    ref = sim._naive_raycast(world, origin, angles)
+    assert np.isfinite(ref).all() and ref.dtype == np.float64
+    np.testing.assert_allclose(ref, world.raycast(origin, angles), rtol=0, atol=1e-9)
+
+
+def test_the_mcap_reference_writes_uncompressed_chunks_as_the_export(tmp_path) -> None:
+    """The rosbag bench's reference (mcap's writer, rosbags' CDR) writes what the export
+    writes, uncompressed chunks (mcap's default is zstd), and its messages read back."""
+    from rosbags.typesys import Stores, get_typestore
+
+    from sensorbench.benchmarks import rosbag
+
+    T = get_typestore(Stores.ROS2_HUMBLE).types
+    point = T["geometry_msgs/msg/Point"]
+    msgs = [("/p", "geometry_msgs/msg/Point", 10 + k, point(x=1.0 * k, y=2.0, z=3.0))
+            for k in range(500)]  # fmt: skip
+    out = tmp_path / "reference.mcap"
+    rosbag._mcap_rosbags(msgs, out)
+    assert rosbag._chunk_compression(out) == {"none"}
+    back = [(t, m.x) for _, _, t, m in rosbag._read_mcap(out)]
+    assert back == [(10 + k, 1.0 * k) for k in range(500)]
+
+
 def test_bench_prints_each_modules_figures_as_it_finishes(monkeypatch) -> None:
     """A module's rows appear before the next module starts (the first full run used to
     crash in a1 after minutes, having printed nothing)."""
