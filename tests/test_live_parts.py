@@ -24,7 +24,7 @@ from foxglove_client import collect, stamp_ns
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount
-from sensorbench.live.foxglove_view import FoxgloveView
+from sensorbench.live.foxglove_view import PATH_POSES, PATH_STEP_NS, FoxgloveView
 from sensorbench.live.odometry import estimate_rows
 from sensorbench.live.runtime import MergeWorker, live_failures
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
@@ -196,6 +196,20 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
     log = got.messages["/events"][0]
     assert log["level"] == "WARNING" and log["name"] == "lidar_rear" and "unplug" in log["message"]
     assert view.dropped == 0 and view.latencies.n > 0
+
+
+def test_the_path_keeps_coming_twice_a_second_after_it_holds_its_last_2000_poses() -> None:
+    # 250 s of poses at the path's 0.1 s: 500 more than PATH_POSES; docs/LIVE.md: the path
+    # twice a second (every 5th path pose), so 2 per second of data over the whole run
+    n = PATH_POSES + 500
+    view = FoxgloveView("127.0.0.1", 0, {}, (1_700_000_000_000_000_000, 0), queue_size=n + 10)
+    view.start()
+    for k in range(n):
+        view.pose(_pose(k * PATH_STEP_NS, (0.01 * k, 0.0, 0.0)))
+    view.stop(timeout_s=60.0)
+    assert view.dropped == 0 and view.last_error is None
+    assert view.published["/pose"] == n
+    assert view.published["/path"] == 2 * n * PATH_STEP_NS // 10**9
 
 
 @pytest.mark.parametrize("offered", [["foxglove.websocket.v1"], ["foxglove.sdk.v1"]])
