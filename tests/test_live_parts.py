@@ -24,6 +24,7 @@ from foxglove_client import collect, stamp_ns
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount
+from sensorbench.live import ws_gate
 from sensorbench.live.foxglove_view import PATH_POSES, PATH_STEP_NS, FoxgloveView
 from sensorbench.live.odometry import estimate_rows
 from sensorbench.live.runtime import MergeWorker, live_failures
@@ -242,6 +243,54 @@ def test_a_client_offering_either_name_of_the_protocol_is_served(offered) -> Non
     assert got["subprotocol"] == offered[0]
     position = got["pose"][0]["pose"]["position"]
     assert (position["x"], position["y"]) == (1.5, -0.25)
+
+
+def _eof_after(c: socket.socket, limit_s: float, trickle_s: float = math.inf) -> float:
+    """Seconds until the gate ends ``c`` (EOF or reset), sending a header byte every
+    ``trickle_s``; inf if it is still open after ``limit_s``."""
+    t0 = time.monotonic()
+    while (left := limit_s - (time.monotonic() - t0)) > 0:
+        c.settimeout(min(trickle_s, left))
+        try:
+            if c.recv(1) == b"":
+                return time.monotonic() - t0
+        except TimeoutError:
+            c.send(b"a")
+        except OSError:
+            return time.monotonic() - t0
+    return math.inf
+
+
+def test_the_gate_ends_a_slow_handshake_at_its_deadline_and_at_close(monkeypatch) -> None:
+    """A slow-loris client (a header byte every tenth of the deadline, so no single
+    read waits long) is closed when the whole handshake's deadline has passed; close()
+    ends a handshake in progress; past MAX_CONNECTIONS (32, docs/LIVE.md) a connection
+    is closed at once."""
+    deadline_s = 1.0
+    monkeypatch.setattr(ws_gate, "_HANDSHAKE_S", deadline_s)
+    inner = socket.create_server(("127.0.0.1", 0))  # a server that never answers
+    gate = ws_gate.SubprotocolGate("127.0.0.1", 0, inner.getsockname()[1])
+    clients = []
+    try:
+        c = socket.create_connection(("127.0.0.1", gate.port), timeout=5)
+        clients.append(c)
+        c.send(b"GET / HTTP/1.1\r\nX: ")
+        took = _eof_after(c, 3 * deadline_s, trickle_s=deadline_s / 10)
+        # connected before the gate's accept: never before the deadline; a margin of half
+        assert deadline_s <= took <= 1.5 * deadline_s
+        monkeypatch.setattr(ws_gate, "_HANDSHAKE_S", 60.0)
+        clients += [socket.create_connection(("127.0.0.1", gate.port), timeout=5)
+                    for _ in range(33)]  # fmt: skip
+        for c in clients[1:]:
+            c.send(b"GET / HTTP/1.1\r\n")
+        assert _eof_after(clients[-1], 5.0) < 5.0  # the 33rd: closed at once
+        assert _eof_after(clients[1], 0.5) == math.inf  # the others wait for their heads
+    finally:
+        gate.close()
+    assert all(_eof_after(c, 5.0) < 5.0 for c in clients[1:-1])  # close() ended them
+    for c in clients:
+        c.close()
+    inner.close()
 
 
 def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
