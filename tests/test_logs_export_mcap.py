@@ -319,6 +319,35 @@ def test_one_stream_only(session: Path, tmp_path: Path) -> None:
     assert sorted(msgs) == ["/cam/flags", "/cam/path", "/cam/pose"]
 
 
+def test_scans_carry_the_rated_range_limits_with_every_return_inside(tmp_path: Path) -> None:
+    """range_min, range_max: the model's datasheet range (LD19 0.02–12 m, A1 0.15–12 m),
+    the same in every scan; a return at exactly 12 m (the readers keep it) is below
+    range_max, where laser_geometry keeps it (range < range_max); a merged stream: its
+    sources' envelope from the body (A1s 0.2 m and 0.25 m off: 0–12.25 m); a stream of no
+    known model: 0 to 1e4 m (MAX_RANGE_M)."""
+    turns = _sweep(N_TURNS, 450)
+    turns.range[turns.offset[2] + 7] = 12.0  # one turn's farthest, the others nearer
+    session = tmp_path / "rated.h5"
+    with SessionWriter(session, label="rated", swmr=False) as w:
+        for name, model, mount in (("ld19", "LD19", [0.1, 0, 0]), ("front", "A1", [0.2, 0, 0]),
+                                   ("rear", "A1", [-0.15, 0.2, 3.1]), ("other", "X", [0, 0, 0]),
+                                   ("merged", "merged", [0, 0, 0])):  # fmt: skip
+            sources = {"sources": ["front", "rear"]} if model == "merged" else {}
+            w.add_lidar(name, attrs={"model": model, "mount_xy_yaw": mount, **sources})
+            w.append_turns(name, turns)
+    out = tmp_path / "rated.mcap"
+    _export(session, out)
+    msgs, _ = _read_mcap(out)
+    above = lambda m: float(np.nextafter(np.float32(m), np.float32(np.inf)))  # noqa: E731
+    expected = {"ld19": (0.02, above(12.0)), "front": (0.15, above(12.0)),
+                "other": (0.0, above(1e4)), "merged": (0.0, above(12.25))}  # fmt: skip
+    for name, (lo, hi) in expected.items():
+        scans = [m for _, m in msgs[f"/{name}/scan"]]
+        assert {(m.range_min, m.range_max) for m in scans} == {(np.float32(lo), np.float32(hi))}
+        finite = np.concatenate([np.asarray(m.ranges)[np.isfinite(m.ranges)] for m in scans])
+        assert finite.max() == np.float32(12.0) and (finite < scans[0].range_max).all()
+
+
 @need(LD06_EXAMPLE2)
 def test_real_ld06_capture_every_ray_within_0p2_degrees(tmp_path: Path) -> None:
     """The real capture decoded (CRC failures drop packets inside turns), then one 12-point

@@ -261,6 +261,23 @@ def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -
             assert (same & (np.abs(miss - math.pi) <= math.radians(0.2) + 1e-6)).any(axis=1).all()
 
 
+def test_scans_carry_the_rated_range_limits_with_every_return_inside(ros2_run) -> None:
+    """Every scan of a topic has the same range_min and range_max: each lidar's datasheet
+    range (A1 0.15–12 m, LD19 0.02–12 m; range_max one float32 step above 12 m, so a
+    return at 12 m is inside laser_geometry's range < range_max), /scan the A1s' from
+    the body (mounted 0.2 m off: 0–12.2 m); every finite range below range_max."""
+    above = lambda m: float(np.nextafter(np.float32(m), np.float32(np.inf)))  # noqa: E731
+    expected = {"/scan": (0.0, above(12.2)), "/lidar_front/scan": (0.15, above(12.0)),
+                "/lidar_rear/scan": (0.15, above(12.0)), "/ld19/scan": (0.02, above(12.0))}
+    for topic, (lo, hi) in expected.items():
+        scans = ros2_run["got"][topic]["samples"]
+        assert len(scans) > 10
+        assert {(m["range_min"], m["range_max"]) for m in scans} == {
+            (float(np.float32(lo)), float(np.float32(hi)))}, topic
+        ranges = np.array([float(r) for m in scans for r in m["ranges"]])
+        assert (ranges[np.isfinite(ranges)] < hi).all()
+
+
 def _levels(run, name: str) -> list[tuple[int, int]]:
     """(receive time, level) of ``sensorbench: name`` in each /diagnostics message."""
     out = []
