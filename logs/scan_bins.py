@@ -67,10 +67,13 @@ class BinnedScan:
     """One turn on its grid: what a LaserScan carries, and what did not fit."""
 
     angle_min: np.float32
-    """Angle of ray 0 (rad, in [−π, π)): the bin of the turn's first point (last for a
-    clockwise sensor)."""
+    """Angle of ray 0 (rad): 0, the sensor's forward, in every turn of every stream."""
     stamp_ns: int
-    """Time of ray 0's point (ns)."""
+    """Ray 0's time (ns) on the turn's time line: the time of the turn's first point (its
+    last for a clockwise sensor: the seam) moved by its ray's distance from ray 0, at most
+    half a turn either way. Ray i's time is ``stamp + i·time_increment``, but one scan
+    (n·time_increment) off for the rays between ray 0 and the seam (a few for the A1 and
+    the LD19, whose turns start near 0)."""
     increment: np.float32
     ranges: np.ndarray
     """float32 (n_bins,); NaN where no point came."""
@@ -111,13 +114,11 @@ def bin_turn(
     n = grid.n_bins
     inc = grid.increment
     a = angle.astype(np.float64)
-    bin_width = TWO_PI / n
-    k0 = 0 if grid.direction > 0 else a.size - 1  # ray 0's point
-    angle_min = np.float32(_wrap(np.rint(a[k0] / bin_width) * bin_width))
+    k0 = 0 if grid.direction > 0 else a.size - 1  # the sweep's first point in ray order
+    angle_min = np.float32(0.0)
     # counter-clockwise distance from ray 0, in bins, with the message's float32
-    # angle_min and increment: the rays a reader computes
-    sweep = np.mod(a - np.float64(angle_min), TWO_PI)
-    exact = sweep / np.float64(inc)
+    # increment: the rays a reader computes
+    exact = np.mod(a, TWO_PI) / np.float64(inc)
     ray = np.rint(exact).astype(np.int64) % n
     miss = np.abs(_wrap((exact - np.rint(exact)) * abs(np.float64(inc))))
     # one point per ray: the nearest to the ray's angle wins
@@ -130,12 +131,15 @@ def bin_turn(
     ranges[ray[keep]] = range_m[keep]
     intensities = np.zeros(n, np.float32)
     intensities[ray[keep]] = intensity[keep]
-    # the time per ray, from the point farthest from ray 0 (the turn's other end,
-    # unless it came round into ray 0)
-    far = int(np.argmax(ray))
+    # the time per ray, from the seam (the k0 point's ray) to the ray farthest
+    # counter-clockwise from it (the turn's other end, unless it came round into the seam)
+    seam = int(ray[k0])
+    lap = (ray - seam) % n
+    far = int(np.argmax(lap))
     t0 = int(t_ns[k0])
-    time_increment = (int(t_ns[far]) - t0) / 1e9 / int(ray[far]) if ray[far] else 0.0
-    return BinnedScan(angle_min, t0, inc, ranges, intensities, time_increment, ray_of_point)
+    time_increment = (int(t_ns[far]) - t0) / 1e9 / int(lap[far]) if lap[far] else 0.0
+    stamp = t0 - round(((seam + n // 2) % n - n // 2) * time_increment * 1e9)
+    return BinnedScan(angle_min, stamp, inc, ranges, intensities, time_increment, ray_of_point)
 
 
 def binned_turns(

@@ -239,18 +239,24 @@ def test_scan_is_the_merged_stream(ros2_run) -> None:
 
 
 def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -> None:
+    """Rays from 0 rad in every scan (slam_toolbox keeps the first scan's angles), each
+    ray a point of its turn; the stamp (ray 0's time) within a half turn of the turn's
+    last point (a clockwise sensor's seam: its turns start near 0, so within 10°)."""
     got = ros2_run["got"]
     with Session(ros2_run["out"]) as s:
         turns = {n: s.lidar(n).read() for n in LIDARS}
+    d = _offset(ros2_run)  # within 5 ms of the stamps' (see _stamp_offset)
     for name in LIDARS:
         scans = got[f"/{name}/scan"]["samples"]
         tr = turns[name]
         last = tr.t_ns[tr.offset + tr.count - 1]
-        d, index = _stamp_offset(ros2_run, scans, last)
         assert len(scans) > 10
+        assert {m["angle_min"] for m in scans} == {0.0}
         for m in scans[-5:]:
             assert m["frame"] == name and m["increment"] > 0 and m["time_increment"] < 0
-            k = index[m["stamp"] - d]  # clockwise sensor: stamped at its last point = ray 0
+            k = int(np.argmin(np.abs(last - (m["stamp"] - d))))
+            period_ns = len(m["ranges"]) * abs(m["time_increment"]) * 1e9
+            assert abs(m["stamp"] - d - last[k]) <= period_ns * 10 / 360 + 5_000_000
             lo, hi = int(tr.offset[k]), int(tr.offset[k] + tr.count[k])
             ranges = np.array([float(r) for r in m["ranges"]])
             rays = np.flatnonzero(~np.isnan(ranges))
