@@ -11,6 +11,7 @@ from dataclasses import replace
 from sensorbench.drivers import a1_kind, ld19_kind, pods_kind
 from sensorbench.drivers.device_kind import DeviceKind
 from sensorbench.errors import ConfigError
+from sensorbench.logs.scan_bins import RATED_RANGE_M
 
 _REGISTRY: dict[str, DeviceKind] = {}
 
@@ -50,8 +51,8 @@ LD19 = register(DeviceKind(name="ld19", model="LD19", protocol="ld19", baud=2304
     emulator="sensorbench.sim.kind_emulators:ld19_family",
     make_protocol=ld19_kind.make_protocol, probe=ld19_kind.probe,
     # samples_per_s: real LD06 captures (docs/LD19.md); datasheet 4500
-    sim_defaults={"rate_hz": 10.0, "samples_per_s": 4545.0, "range_min_m": 0.02,
-                  "range_max_m": 12.0},
+    sim_defaults={"rate_hz": 10.0, "samples_per_s": 4545.0,
+                  "range_min_m": RATED_RANGE_M["LD19"][0], "range_max_m": RATED_RANGE_M["LD19"][1]},
     datasheet="docs/LD19.md (LDROBOT LD19 development manual)",
 ))  # fmt: skip
 # The LD06: the LD19's protocol, bytes and emulation defaults (the samples_per_s above
@@ -63,8 +64,8 @@ register(DeviceKind(name="a1", model="A1", protocol="rplidar", baud=115200, moun
     make_reader=a1_kind.make_reader, make_steps=a1_kind.make_steps, probe=a1_kind.probe,
     option_keys=frozenset({"serial", "scan_mode"}), parse_options=a1_kind.parse_options,
     keeps_bringup_handle=True, probe_writes=True,
-    sim_defaults={"rate_hz": 5.5, "samples_per_s": 2000.0, "range_min_m": 0.15,
-                  "range_max_m": 12.0},
+    sim_defaults={"rate_hz": 5.5, "samples_per_s": 2000.0,
+                  "range_min_m": RATED_RANGE_M["A1"][0], "range_max_m": RATED_RANGE_M["A1"][1]},
     datasheet="docs/A1.md",
 ))  # fmt: skip
 register(DeviceKind(name="pods", model="pods", protocol="pods", baud=115200, mounted=False,

@@ -74,6 +74,7 @@ class FoxgloveView:
         self._path: list[PoseDatagram] = []
         self._events: list[tuple[str, tuple[int, str, str]]] = []
         self._last_path_ns = 0
+        self._path_added = 0  # path poses since the start: the path goes out every 5th
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -231,7 +232,8 @@ class FoxgloveView:
             self._path.append(sample)
             del self._path[:-PATH_POSES]
             self._last_path_ns = sample.stamp_ns
-            if len(self._path) % 5 == 1:
+            self._path_added += 1
+            if self._path_added % 5 == 1:
                 poses = [fm.Pose(position=t, orientation=r)
                          for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip
                 path = fm.PosesInFrame(timestamp=stamp, frame_id=ODOM_FRAME, poses=poses)

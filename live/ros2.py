@@ -33,7 +33,8 @@ from sensorbench.logs.ros2_cdr import (
     mounts_tf,
     planar_odometry,
 )
-from sensorbench.logs.scan_bins import ScanGrid, binned_turns, range_max
+from sensorbench.logs.scan_bins import ScanGrid, binned_turns, rated_range_m, scan_limits
+from sensorbench.logs.schema import MERGED_STREAM
 
 DIAGNOSTICS_PERIOD_S = 1.0
 
@@ -115,6 +116,9 @@ class Ros2Publisher:
         filters: the filters run (their health is published).
         merged: the merge runs (``/scan`` and its health are published).
         queue_size: scan items waiting for the ``live-ros2`` thread at most.
+        limits: each scan topic's range_min and range_max (m, :func:`~sensorbench.logs.
+            scan_bins.scan_limits`): lidar name → its, ``"merged"`` → ``/scan``'s; a
+            name not there: 0 to ``MAX_RANGE_M``.
 
     Attributes:
         published: messages written per topic.
@@ -123,7 +127,8 @@ class Ros2Publisher:
 
     def __init__(self, options: Ros2Options, mounts: Mapping[str, Mount],
                  anchor_ns: tuple[int, int], filters: bool, merged: bool,
-                 queue_size: int = 64) -> None:  # fmt: skip
+                 queue_size: int = 64,
+                 limits: Mapping[str, tuple[float, float]] | None = None) -> None:  # fmt: skip
         _check_frames(options, mounts)
         self.options = options
         self.mounts = dict(mounts)
@@ -131,6 +136,7 @@ class Ros2Publisher:
         self.has_filters = filters
         self.has_merge = merged
         self.queue = DropQueue(queue_size)
+        self.limits = dict(limits or {})
         self.published: dict[str, int] = {}
         self.last_error: str | None = None
         self._writers: dict[str, Any] = {}
@@ -278,10 +284,13 @@ class Ros2Publisher:
             self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))
 
     def _lidar(self, name: str, turns: LidarTurns) -> None:
-        for k, pts, b in binned_turns(self._grids, name, turns):
+        for k, _, b in binned_turns(self._grids, name, turns):
             msg = b.laser_scan(self._stamp(b.stamp_ns), name, float(turns.speed_hz[k]),
-                               range_max(turns.range[pts]))  # fmt: skip
+                               self._limits(name))  # fmt: skip
             self._write(f"/{name}/scan", msg)
+
+    def _limits(self, name: str) -> tuple[float, float]:
+        return self.limits.get(name) or scan_limits([(rated_range_m({}), 0.0)])
 
     def _merged_scan(self, turns: LidarTurns) -> None:
         frame = self.options.scan_frame or self.options.base_frame
@@ -292,8 +301,8 @@ class Ros2Publisher:
             r = turns.range[lo : lo + n]
             inc = float(turns.angle[lo + 1] - turns.angle[lo])
             # angles min, max, increment; time increment, scan time, range min, range max
-            params = (float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc, 0.0, 0.0, 0.0,
-                      range_max(r))  # fmt: skip
+            params = (float(turns.angle[lo]), float(turns.angle[lo + n - 1]), inc, 0.0, 0.0,
+                      *self._limits(MERGED_STREAM))  # fmt: skip
             msg = laser_scan(self._stamp(int(turns.t_first_ns[k])), frame, params, r,
                              turns.intensity[lo : lo + n])  # fmt: skip
             self._write("/scan", msg)

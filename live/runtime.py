@@ -32,6 +32,7 @@ from sensorbench.live.threads import name_os_threads
 from sensorbench.live.udp import PoseDatagram, UdpPublisher
 from sensorbench.logs import LidarTurns, SessionWriter
 from sensorbench.logs.ros2_cdr import BODY_FRAME
+from sensorbench.logs.scan_bins import rated_range_m, scan_limits
 from sensorbench.logs.schema import ESTIMATE_STREAM, MERGED_STREAM
 
 if TYPE_CHECKING:
@@ -85,6 +86,19 @@ class LiveStatus:
     udp_dropped: int
     errors: list[str]
     port: int | None
+
+
+def scan_topic_limits(config: RobotConfig, pair: tuple[str, str] | None
+                      ) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """Each mounted lidar's LaserScan range limits (m, its kind's rated range) and, with a
+    merge ``pair``, ``"merged"``'s: the pair's seen from the body (their mounts)."""
+    rated = {d.name: (rated_range_m({"model": get_kind(d.kind).model}), d.mount)
+             for d in config.devices if d.mount is not None}  # fmt: skip
+    out = {name: scan_limits([(r, 0.0)]) for name, (r, _) in rated.items()}
+    if pair is not None:
+        out[MERGED_STREAM] = scan_limits((rated[n][0], math.hypot(rated[n][1].x_m, rated[n][1].y_m))
+                                         for n in pair)  # fmt: skip
+    return out
 
 
 def merge_pair(config: RobotConfig, front: str | None, rear: str | None) -> tuple[str, str] | None:
@@ -212,7 +226,8 @@ class LiveRuntime:
         self.ros2: Ros2Publisher | None = None
         if options.ros2 is not None:  # joined now: a DDS that cannot start records nothing
             self.ros2 = Ros2Publisher(options.ros2, self.mounts, self.anchor_ns,
-                                      models is not None, self.pair is not None)  # fmt: skip
+                                      models is not None, self.pair is not None,
+                                      limits=scan_topic_limits(config, self.pair))  # fmt: skip
             self.ros2.open()
         self.odometry: OdometryWorker | None = None
         self.merge: MergeWorker | None = None

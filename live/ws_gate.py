@@ -12,20 +12,28 @@ import contextlib
 import re
 import socket
 import threading
+import time
 
 from sensorbench.errors import LiveError
 
 PUBLISHED = b"foxglove.websocket.v1"
 SDK = b"foxglove.sdk.v1"
 _HEAD_LIMIT = 65536  # bytes of an HTTP upgrade head at most
-_HANDSHAKE_S = 10.0  # a client's handshake must come within this (s)
+_HANDSHAKE_S = 10.0
+"""A connection's whole handshake (the client's head, the server's answer) must be over
+within this from its accept (s), else it is closed."""
+MAX_CONNECTIONS = 32
+"""Client connections served at once; one more is closed at its accept."""
 _PROTOCOL = re.compile(rb"^(sec-websocket-protocol:)([^\r\n]*)", re.I | re.M)
 
 
-def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
-    """(the HTTP head up to its blank line, the bytes read after it); b"" heads on EOF."""
+def _read_head(sock: socket.socket, deadline: float) -> tuple[bytes, bytes]:
+    """(the HTTP head up to its blank line, the bytes read after it); b"" heads on EOF.
+    ``deadline``: monotonic time (s) by which the whole head must have come, else
+    ``TimeoutError``."""
     data = b""
     while b"\r\n\r\n" not in data:
+        sock.settimeout(max(deadline - time.monotonic(), 1e-3))
         chunk = sock.recv(4096)
         if not chunk or len(data) > _HEAD_LIMIT:
             return b"", b""
@@ -53,21 +61,31 @@ class SubprotocolGate:
         except OSError as exc:
             raise LiveError(f"cannot serve the live view on {host}:{port}: {exc}") from exc
         self.port = int(self.sock.getsockname()[1])
-        self._open: set[socket.socket] = set()
+        self._open: set[socket.socket] = set()  # every socket, from its accept or connect
+        self._clients = 0
+        self._closed = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._accept, name="live-view-gate", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        """Stop listening and end every relayed connection."""
+        """Stop listening and end every connection, relayed or in its handshake."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         with self._lock:
+            self._closed = True
             for s in self._open:
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
         self._thread.join(2.0)
+
+    def _track(self, s: socket.socket) -> None:
+        """Keep ``s`` for :meth:`close` (ended at once if that has run)."""
+        with self._lock:
+            self._open.add(s)
+            if self._closed:
+                s.shutdown(socket.SHUT_RDWR)
 
     def _accept(self) -> None:
         while True:
@@ -75,23 +93,31 @@ class SubprotocolGate:
                 client, _ = self.sock.accept()
             except OSError:  # closed
                 return
+            with self._lock:
+                full = self._clients >= MAX_CONNECTIONS
+                self._clients += not full
+            if full:
+                client.close()
+                continue
             threading.Thread(target=self._relay, args=(client,), name="live-view-client",
                              daemon=True).start()  # fmt: skip
 
     def _relay(self, client: socket.socket) -> None:
+        deadline = time.monotonic() + _HANDSHAKE_S
         upstream: socket.socket | None = None
         try:
-            client.settimeout(_HANDSHAKE_S)
-            head, rest = _read_head(client)
+            self._track(client)
+            head, rest = _read_head(client, deadline)
             if not head:
                 return
             offered = _offered(head)
             renamed = PUBLISHED in offered and SDK not in offered
             if renamed:
                 head = _PROTOCOL.sub(rb"\1 " + SDK, head, count=1)
-            upstream = socket.create_connection(self.inner, timeout=_HANDSHAKE_S)
+            upstream = socket.create_connection(self.inner, max(deadline - time.monotonic(), 1e-3))
+            self._track(upstream)
             upstream.sendall(head + rest)
-            answer, more = _read_head(upstream)
+            answer, more = _read_head(upstream, deadline)
             if not answer:
                 return
             if renamed:
@@ -99,20 +125,17 @@ class SubprotocolGate:
             client.sendall(answer + more)
             client.settimeout(None)
             upstream.settimeout(None)
-            with self._lock:
-                self._open.update((client, upstream))
             back = threading.Thread(target=_pipe, args=(upstream, client),
                                     name="live-view-client", daemon=True)  # fmt: skip
             back.start()
             _pipe(client, upstream)
             back.join()
-        except OSError:
+        except OSError:  # TimeoutError too: the handshake took too long
             pass
         finally:
             with self._lock:
-                self._open.discard(client)
-                if upstream is not None:
-                    self._open.discard(upstream)
+                self._open.difference_update((client, upstream))
+                self._clients -= 1
             for s in (client, upstream):
                 if s is not None:
                     s.close()

@@ -20,7 +20,7 @@ from sensorbench.logs import ros2_cdr
 from sensorbench.logs.reader import Session
 from sensorbench.logs.ros2_cdr import BODY_FRAME, ODOM_FRAME
 from sensorbench.logs.rosbag_streams import SEQ_JOINT, YAW_JOINT, Progress
-from sensorbench.logs.scan_bins import ScanGrid, bin_turn, range_max
+from sensorbench.logs.scan_bins import ScanGrid, bin_turn, rated_range_m, scan_limits
 from sensorbench.logs.schema import NO_DEVICE_TIME, PoseFlag, TurnFlag
 from sensorbench.logs.values import Batch, exportable
 
@@ -159,7 +159,7 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
     grid = ScanGrid.for_stream(turns.angle, turns.count)
     out.bins[name] = grid.n_bins
     out.points_dropped[name] = 0
-    r_max = range_max(turns.range)
+    limits = _scan_limits(s, stream.attrs)
     for k in range(turns.n_turns):
         lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
         if hi == lo:
@@ -168,7 +168,7 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
                         turns.t_ns[lo:hi])  # fmt: skip
         t0 = scan.stamp_ns
         out.points_dropped[name] += scan.dropped
-        data = scan.laser_scan(b.stamp(t0), frame, float(turns.speed_hz[k]), r_max)
+        data = scan.laser_scan(b.stamp(t0), frame, float(turns.speed_hz[k]), limits)
         yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
         if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
             data = b.time_reference(t0, int(turns.device_ns[k]), name)
@@ -177,6 +177,16 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
             f = int(turns.flags[k])
             msg = b.diagnostics(t0, ros2_cdr.WARN, name, _flag_names(f, TurnFlag), {"flags": f})
             yield t0, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
+
+
+def _scan_limits(s: Session, attrs: dict[str, Any]) -> tuple[float, float]:
+    """A lidar stream's LaserScan range limits (m): its rated range; a merged stream's, the
+    envelope of its sources' seen from the body (when the session holds them)."""
+    sources = [str(n) for n in attrs.get("sources", ())]
+    if sources and set(sources) <= set(s.lidar_names()):
+        return scan_limits((rated_range_m(a), float(np.hypot(*a.get("mount_xy_yaw", (0, 0))[:2])))
+                           for a in (s.lidar(n).attrs for n in sources))  # fmt: skip
+    return scan_limits([(rated_range_m(attrs), 0.0)])
 
 
 def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterator[Item]:

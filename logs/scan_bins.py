@@ -5,18 +5,25 @@ Angles rad, counter-clockwise (REP 103), times ns."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from sensorbench.logs import ros2_cdr
 from sensorbench.logs.batches import LidarTurns
+from sensorbench.logs.values import MAX_RANGE_M
 
 MAX_RAY_ERROR_RAD = math.radians(0.2)
 """Largest distance of a point from its ray: half a bin."""
 
 TWO_PI = 2.0 * math.pi
+
+RATED_RANGE_M: dict[str, tuple[float, float]] = {
+    "LD19": (0.02, 12.0), "LD06": (0.02, 12.0), "A1": (0.15, 12.0)}  # fmt: skip
+"""Each lidar model's rated range (m: min, max; the datasheets, docs/LD19.md and
+docs/A1.md): its LaserScans' range_min and range_max. Its readers store a range
+beyond the max as nan and keep one under the min as measured."""
 
 
 def _wrap(a: np.ndarray) -> np.ndarray:
@@ -60,10 +67,13 @@ class BinnedScan:
     """One turn on its grid: what a LaserScan carries, and what did not fit."""
 
     angle_min: np.float32
-    """Angle of ray 0 (rad, in [−π, π)): the bin of the turn's first point (last for a
-    clockwise sensor)."""
+    """Angle of ray 0 (rad): 0, the sensor's forward, in every turn of every stream."""
     stamp_ns: int
-    """Time of ray 0's point (ns)."""
+    """Ray 0's time (ns) on the turn's time line: the time of the turn's first point (its
+    last for a clockwise sensor: the seam) moved by its ray's distance from ray 0, at most
+    half a turn either way. Ray i's time is ``stamp + i·time_increment``, but one scan
+    (n·time_increment) off for the rays between ray 0 and the seam (a few for the A1 and
+    the LD19, whose turns start near 0)."""
     increment: np.float32
     ranges: np.ndarray
     """float32 (n_bins,); NaN where no point came."""
@@ -80,14 +90,16 @@ class BinnedScan:
         """Points that shared a bin with a point nearer its centre."""
         return int(np.count_nonzero(self.ray_of_point < 0))
 
-    def laser_scan(self, stamp_ns: int, frame: str, speed_hz: float, range_max: float) -> bytes:
+    def laser_scan(self, stamp_ns: int, frame: str, speed_hz: float,
+                   limits: tuple[float, float]) -> bytes:  # fmt: skip
         """The ``sensor_msgs/LaserScan`` (CDR) of the turn: scan_time 1/``speed_hz`` (Hz), or
-        the sweep's time when that is not positive; range_min 0, ``range_max`` m."""
+        the sweep's time when that is not positive; range_min, range_max: ``limits`` (m,
+        :func:`scan_limits`)."""
         n = self.ranges.size
         scan_time = 1.0 / speed_hz if math.isfinite(speed_hz) and speed_hz > 0 else 0.0
         params = (float(self.angle_min), float(self.angle_min + (n - 1) * self.increment),
                   float(self.increment), self.time_increment,
-                  scan_time or abs(self.time_increment) * n, 0.0, range_max)  # fmt: skip
+                  scan_time or abs(self.time_increment) * n, *limits)  # fmt: skip
         return ros2_cdr.laser_scan(stamp_ns, frame, params, self.ranges, self.intensities)
 
 
@@ -102,13 +114,11 @@ def bin_turn(
     n = grid.n_bins
     inc = grid.increment
     a = angle.astype(np.float64)
-    bin_width = TWO_PI / n
-    k0 = 0 if grid.direction > 0 else a.size - 1  # ray 0's point
-    angle_min = np.float32(_wrap(np.rint(a[k0] / bin_width) * bin_width))
+    k0 = 0 if grid.direction > 0 else a.size - 1  # the sweep's first point in ray order
+    angle_min = np.float32(0.0)
     # counter-clockwise distance from ray 0, in bins, with the message's float32
-    # angle_min and increment: the rays a reader computes
-    sweep = np.mod(a - np.float64(angle_min), TWO_PI)
-    exact = sweep / np.float64(inc)
+    # increment: the rays a reader computes
+    exact = np.mod(a, TWO_PI) / np.float64(inc)
     ray = np.rint(exact).astype(np.int64) % n
     miss = np.abs(_wrap((exact - np.rint(exact)) * abs(np.float64(inc))))
     # one point per ray: the nearest to the ray's angle wins
@@ -121,12 +131,15 @@ def bin_turn(
     ranges[ray[keep]] = range_m[keep]
     intensities = np.zeros(n, np.float32)
     intensities[ray[keep]] = intensity[keep]
-    # the time per ray, from the point farthest from ray 0 (the turn's other end,
-    # unless it came round into ray 0)
-    far = int(np.argmax(ray))
+    # the time per ray, from the seam (the k0 point's ray) to the ray farthest
+    # counter-clockwise from it (the turn's other end, unless it came round into the seam)
+    seam = int(ray[k0])
+    lap = (ray - seam) % n
+    far = int(np.argmax(lap))
     t0 = int(t_ns[k0])
-    time_increment = (int(t_ns[far]) - t0) / 1e9 / int(ray[far]) if ray[far] else 0.0
-    return BinnedScan(angle_min, t0, inc, ranges, intensities, time_increment, ray_of_point)
+    time_increment = (int(t_ns[far]) - t0) / 1e9 / int(lap[far]) if lap[far] else 0.0
+    stamp = t0 - round(((seam + n // 2) % n - n // 2) * time_increment * 1e9)
+    return BinnedScan(angle_min, stamp, inc, ranges, intensities, time_increment, ray_of_point)
 
 
 def binned_turns(
@@ -146,9 +159,24 @@ def binned_turns(
         yield k, pts, bin_turn(grid, turns.angle[pts], turns.range[pts], turns.intensity[pts],
                                turns.t_ns[pts])  # fmt: skip
 
-def range_max(r: np.ndarray) -> float:
-    """A LaserScan's range_max (m): the largest finite range of ``r``, 0 if none."""
-    return float(np.max(r, where=np.isfinite(r), initial=0))
+def rated_range_m(attrs: Mapping) -> tuple[float, float]:
+    """The rated (min, max) range (m) of a lidar stream with these attributes: its
+    ``model``'s (:data:`RATED_RANGE_M`), an imported LaserScan's own (its first scan's
+    ``ros_range_min_m``, ``ros_range_max_m``), else 0 to :data:`MAX_RANGE_M`."""
+    if "ros_range_max_m" in attrs:
+        return float(attrs["ros_range_min_m"]), float(attrs["ros_range_max_m"])
+    return RATED_RANGE_M.get(str(attrs.get("model", "")), (0.0, MAX_RANGE_M))
+
+
+def scan_limits(lidars: Iterable[tuple[tuple[float, float], float]]) -> tuple[float, float]:
+    """A LaserScan's constant range_min and range_max (m) for the returns of lidars given
+    as (rated (min, max) m, distance of the lidar from the scan's origin m): the envelope
+    of those ranges widened by the distances, range_max raised by one float32 step so a
+    return at exactly a rated max stays inside laser_geometry's ``range < range_max``."""
+    rated = list(lidars)
+    lo = min(max(0.0, r[0] - d) for r, d in rated)
+    hi = max(r[1] + d for r, d in rated)
+    return lo, float(np.nextafter(np.float32(hi), np.float32(math.inf)))
 
 
 def angle_bins(angle_rad: np.ndarray, n_bins: int) -> np.ndarray:

@@ -25,7 +25,8 @@ from sensorbench.drivers.robot_config import load_robot_config
 from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_flags, estimate_times_ns
 from sensorbench.fusion.scan_merge import MergeSetup, Mount
-from sensorbench.live.foxglove_view import FoxgloveView
+from sensorbench.live import ws_gate
+from sensorbench.live.foxglove_view import PATH_POSES, PATH_STEP_NS, FoxgloveView
 from sensorbench.live.odometry import estimate_rows
 from sensorbench.live.runtime import LiveOptions, LiveRuntime, MergeWorker, live_failures
 from sensorbench.live.threads import DropQueue, name_os_threads, os_thread_name
@@ -199,6 +200,20 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
     assert view.dropped == 0 and view.latencies.n > 0
 
 
+def test_the_path_keeps_coming_twice_a_second_after_it_holds_its_last_2000_poses() -> None:
+    # 250 s of poses at the path's 0.1 s: 500 more than PATH_POSES; docs/LIVE.md: the path
+    # twice a second (every 5th path pose), so 2 per second of data over the whole run
+    n = PATH_POSES + 500
+    view = FoxgloveView("127.0.0.1", 0, {}, (1_700_000_000_000_000_000, 0), queue_size=n + 10)
+    view.start()
+    for k in range(n):
+        view.pose(_pose(k * PATH_STEP_NS, (0.01 * k, 0.0, 0.0)))
+    view.stop(timeout_s=60.0)
+    assert view.dropped == 0 and view.last_error is None
+    assert view.published["/pose"] == n
+    assert view.published["/path"] == 2 * n * PATH_STEP_NS // 10**9
+
+
 @pytest.mark.parametrize("offered", [["foxglove.websocket.v1"], ["foxglove.sdk.v1"]])
 def test_a_client_offering_either_name_of_the_protocol_is_served(offered) -> None:
     """The protocol's published name alone (``foxglove.websocket.v1``) is accepted as
@@ -229,6 +244,54 @@ def test_a_client_offering_either_name_of_the_protocol_is_served(offered) -> Non
     assert got["subprotocol"] == offered[0]
     position = got["pose"][0]["pose"]["position"]
     assert (position["x"], position["y"]) == (1.5, -0.25)
+
+
+def _eof_after(c: socket.socket, limit_s: float, trickle_s: float = math.inf) -> float:
+    """Seconds until the gate ends ``c`` (EOF or reset), sending a header byte every
+    ``trickle_s``; inf if it is still open after ``limit_s``."""
+    t0 = time.monotonic()
+    while (left := limit_s - (time.monotonic() - t0)) > 0:
+        c.settimeout(min(trickle_s, left))
+        try:
+            if c.recv(1) == b"":
+                return time.monotonic() - t0
+        except TimeoutError:
+            c.send(b"a")
+        except OSError:
+            return time.monotonic() - t0
+    return math.inf
+
+
+def test_the_gate_ends_a_slow_handshake_at_its_deadline_and_at_close(monkeypatch) -> None:
+    """A slow-loris client (a header byte every tenth of the deadline, so no single
+    read waits long) is closed when the whole handshake's deadline has passed; close()
+    ends a handshake in progress; past MAX_CONNECTIONS (32, docs/LIVE.md) a connection
+    is closed at once."""
+    deadline_s = 1.0
+    monkeypatch.setattr(ws_gate, "_HANDSHAKE_S", deadline_s)
+    inner = socket.create_server(("127.0.0.1", 0))  # a server that never answers
+    gate = ws_gate.SubprotocolGate("127.0.0.1", 0, inner.getsockname()[1])
+    clients = []
+    try:
+        c = socket.create_connection(("127.0.0.1", gate.port), timeout=5)
+        clients.append(c)
+        c.send(b"GET / HTTP/1.1\r\nX: ")
+        took = _eof_after(c, 3 * deadline_s, trickle_s=deadline_s / 10)
+        # connected before the gate's accept: never before the deadline; a margin of half
+        assert deadline_s <= took <= 1.5 * deadline_s
+        monkeypatch.setattr(ws_gate, "_HANDSHAKE_S", 60.0)
+        clients += [socket.create_connection(("127.0.0.1", gate.port), timeout=5)
+                    for _ in range(33)]  # fmt: skip
+        for c in clients[1:]:
+            c.send(b"GET / HTTP/1.1\r\n")
+        assert _eof_after(clients[-1], 5.0) < 5.0  # the 33rd: closed at once
+        assert _eof_after(clients[1], 0.5) == math.inf  # the others wait for their heads
+    finally:
+        gate.close()
+    assert all(_eof_after(c, 5.0) < 5.0 for c in clients[1:-1])  # close() ended them
+    for c in clients:
+        c.close()
+    inner.close()
 
 
 def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:

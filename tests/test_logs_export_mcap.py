@@ -148,16 +148,21 @@ def _offset(session: Path) -> int:
 def check_rays(scans: list, turns: LidarTurns, offset: int, time_tol_ns: float = math.inf) -> int:
     """Every ray within 0.2° of a point of its range, every point in such a ray or in the
     bin of a nearer point (≤ 0.4°: one bin) of the same turn; returns those not written.
-    REP 103 for these clockwise sweeps: rays counter-clockwise, ray 0 the turn's last
-    point, ``stamp + i·time_increment`` each written ray's point's time within
-    ``time_tol_ns``."""
+    REP 103 for these clockwise sweeps: rays counter-clockwise from 0 rad in every scan
+    (a consumer keeps the first scan's angles), stamps increasing, each written ray's
+    point's time within ``time_tol_ns`` of ``stamp + i·time_increment`` but one scan
+    (n·time_increment) off for the rays between ray 0 and the seam (the ray of the
+    turn's last point)."""
     assert len(scans) == turns.n_turns
     dropped = 0
     for k, (log_t, m) in enumerate(scans):
         lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
-        assert log_t == _ns(m.header.stamp) == turns.t_ns[hi - 1] + offset
-        assert m.angle_increment > 0 and m.time_increment < 0
+        assert log_t == _ns(m.header.stamp)
+        assert m.angle_min == 0 and m.angle_increment > 0 and m.time_increment < 0
+        assert k == 0 or log_t > scans[k - 1][0]
         n = len(m.ranges)
+        seam = round(float(turns.angle[hi - 1]) % (2 * math.pi) / m.angle_increment) % n
+        d = (seam + n // 2) % n - n // 2  # the seam's rays from ray 0, |d| ≤ n/2
         ray_angle = m.angle_min + m.angle_increment * np.arange(n)
         ranges = np.asarray(m.ranges)
         pa, pr = turns.angle[lo:hi].astype(np.float64), turns.range[lo:hi]
@@ -171,7 +176,8 @@ def check_rays(scans: list, turns: LidarTurns, offset: int, time_tol_ns: float =
         assert (near & same)[:, filled].any(axis=0).all()  # every ray is a point's, ≤ 0.2°
         written = (near & same).any(axis=1)
         ray_of = np.argmax(near & same, axis=1)[written]
-        ray_t = (log_t - offset) + m.time_increment * 1e9 * ray_of
+        lap = (ray_of - seam) % n  # rays from the seam, counter-clockwise
+        ray_t = (log_t - offset) + m.time_increment * 1e9 * (d + lap)
         assert np.abs(ray_t - turns.t_ns[lo:hi][written]).max() <= time_tol_ns
         if not written.all():  # a point not written shares its bin with a nearer one
             gap = np.abs(np.mod(pa[~written, None] - pa[None, written] + math.pi, 2 * math.pi)
@@ -272,13 +278,15 @@ def test_round_trip_keeps_flags_events_device_times_and_counts(
     np.testing.assert_array_equal(cam.position, POS[VALID])
     np.testing.assert_array_equal(cam.flags, FLAGS[VALID])
     np.testing.assert_array_equal(est_b.position, POS)
-    # a clockwise scan is stamped at its last point (REP 103's ray 0) and comes back in
-    # sweep order: last points exact, the first ray within two empty bins of the first point
-    last, back = TURNS.offset + TURNS.count - 1, turns.offset + turns.count - 1
-    np.testing.assert_array_equal(turns.t_ns[back], TURNS.t_ns[last] + offset)
+    # a clockwise scan comes back in sweep order on the LaserScan's linear time model:
+    # ending at its stamp (ray 0's time), one sweep long
+    back = turns.offset + turns.count - 1
+    stamps = [t for t, _ in _read_mcap(out)[0]["/lidar_front/scan"]]
+    np.testing.assert_array_equal(turns.t_ns[back], stamps)
     assert np.all(np.diff(turns.t_ns.reshape(turns.n_turns, -1), axis=1) >= 0)
-    lead = turns.t_first_ns - (TURNS.t_first_ns + offset)
-    assert np.all((lead <= 0) & (lead >= -2 * 220_000 * 450 / 900 - 1000))
+    ray_ns = 220_000 * 450 / 900
+    sweep = turns.t_ns[back] - turns.t_first_ns
+    assert np.all(np.abs(sweep - 899 * ray_ns) <= 0.05 * 899 * ray_ns)
     np.testing.assert_array_equal(turns.device_ns, TURNS.device_ns)
     np.testing.assert_array_equal(turns.flags, TURNS.flags)
     np.testing.assert_allclose(mount, MOUNT, rtol=0, atol=1e-12)
@@ -317,6 +325,35 @@ def test_one_stream_only(session: Path, tmp_path: Path) -> None:
     assert "/cam/pose 28" in r.output
     msgs, _ = _read_mcap(tmp_path / "cam.mcap")
     assert sorted(msgs) == ["/cam/flags", "/cam/path", "/cam/pose"]
+
+
+def test_scans_carry_the_rated_range_limits_with_every_return_inside(tmp_path: Path) -> None:
+    """range_min, range_max: the model's datasheet range (LD19 0.02–12 m, A1 0.15–12 m),
+    the same in every scan; a return at exactly 12 m (the readers keep it) is below
+    range_max, where laser_geometry keeps it (range < range_max); a merged stream: its
+    sources' envelope from the body (A1s 0.2 m and 0.25 m off: 0–12.25 m); a stream of no
+    known model: 0 to 1e4 m (MAX_RANGE_M)."""
+    turns = _sweep(N_TURNS, 450)
+    turns.range[turns.offset[2] + 7] = 12.0  # one turn's farthest, the others nearer
+    session = tmp_path / "rated.h5"
+    with SessionWriter(session, label="rated", swmr=False) as w:
+        for name, model, mount in (("ld19", "LD19", [0.1, 0, 0]), ("front", "A1", [0.2, 0, 0]),
+                                   ("rear", "A1", [-0.15, 0.2, 3.1]), ("other", "X", [0, 0, 0]),
+                                   ("merged", "merged", [0, 0, 0])):  # fmt: skip
+            sources = {"sources": ["front", "rear"]} if model == "merged" else {}
+            w.add_lidar(name, attrs={"model": model, "mount_xy_yaw": mount, **sources})
+            w.append_turns(name, turns)
+    out = tmp_path / "rated.mcap"
+    _export(session, out)
+    msgs, _ = _read_mcap(out)
+    above = lambda m: float(np.nextafter(np.float32(m), np.float32(np.inf)))  # noqa: E731
+    expected = {"ld19": (0.02, above(12.0)), "front": (0.15, above(12.0)),
+                "other": (0.0, above(1e4)), "merged": (0.0, above(12.25))}  # fmt: skip
+    for name, (lo, hi) in expected.items():
+        scans = [m for _, m in msgs[f"/{name}/scan"]]
+        assert {(m.range_min, m.range_max) for m in scans} == {(np.float32(lo), np.float32(hi))}
+        finite = np.concatenate([np.asarray(m.ranges)[np.isfinite(m.ranges)] for m in scans])
+        assert finite.max() == np.float32(12.0) and (finite < scans[0].range_max).all()
 
 
 @need(LD06_EXAMPLE2)

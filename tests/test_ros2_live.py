@@ -239,18 +239,24 @@ def test_scan_is_the_merged_stream(ros2_run) -> None:
 
 
 def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -> None:
+    """Rays from 0 rad in every scan (slam_toolbox keeps the first scan's angles), each
+    ray a point of its turn; the stamp (ray 0's time) within a half turn of the turn's
+    last point (a clockwise sensor's seam: its turns start near 0, so within 10°)."""
     got = ros2_run["got"]
     with Session(ros2_run["out"]) as s:
         turns = {n: s.lidar(n).read() for n in LIDARS}
+    d = _offset(ros2_run)  # within 5 ms of the stamps' (see _stamp_offset)
     for name in LIDARS:
         scans = got[f"/{name}/scan"]["samples"]
         tr = turns[name]
         last = tr.t_ns[tr.offset + tr.count - 1]
-        d, index = _stamp_offset(ros2_run, scans, last)
         assert len(scans) > 10
+        assert {m["angle_min"] for m in scans} == {0.0}
         for m in scans[-5:]:
             assert m["frame"] == name and m["increment"] > 0 and m["time_increment"] < 0
-            k = index[m["stamp"] - d]  # clockwise sensor: stamped at its last point = ray 0
+            k = int(np.argmin(np.abs(last - (m["stamp"] - d))))
+            period_ns = len(m["ranges"]) * abs(m["time_increment"]) * 1e9
+            assert abs(m["stamp"] - d - last[k]) <= period_ns * 10 / 360 + 5_000_000
             lo, hi = int(tr.offset[k]), int(tr.offset[k] + tr.count[k])
             ranges = np.array([float(r) for r in m["ranges"]])
             rays = np.flatnonzero(~np.isnan(ranges))
@@ -259,6 +265,23 @@ def test_each_lidar_scan_is_counter_clockwise_with_its_turn_s_points(ros2_run) -
             same = ranges[rays][:, None] == tr.range[lo:hi].astype(np.float64)[None, :]
             # every ray is a point of the turn with its range, within half a bin (0.2°)
             assert (same & (np.abs(miss - math.pi) <= math.radians(0.2) + 1e-6)).any(axis=1).all()
+
+
+def test_scans_carry_the_rated_range_limits_with_every_return_inside(ros2_run) -> None:
+    """Every scan of a topic has the same range_min and range_max: each lidar's datasheet
+    range (A1 0.15–12 m, LD19 0.02–12 m; range_max one float32 step above 12 m, so a
+    return at 12 m is inside laser_geometry's range < range_max), /scan the A1s' from
+    the body (mounted 0.2 m off: 0–12.2 m); every finite range below range_max."""
+    above = lambda m: float(np.nextafter(np.float32(m), np.float32(np.inf)))  # noqa: E731
+    expected = {"/scan": (0.0, above(12.2)), "/lidar_front/scan": (0.15, above(12.0)),
+                "/lidar_rear/scan": (0.15, above(12.0)), "/ld19/scan": (0.02, above(12.0))}
+    for topic, (lo, hi) in expected.items():
+        scans = ros2_run["got"][topic]["samples"]
+        assert len(scans) > 10
+        assert {(m["range_min"], m["range_max"]) for m in scans} == {
+            (float(np.float32(lo)), float(np.float32(hi)))}, topic
+        ranges = np.array([float(r) for m in scans for r in m["ranges"]])
+        assert (ranges[np.isfinite(ranges)] < hi).all()
 
 
 def _levels(run, name: str) -> list[tuple[int, int]]:
