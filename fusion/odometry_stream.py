@@ -105,11 +105,6 @@ class OdometryStream:
             int(bits) if wrapped and bits is not None else None,
         )
 
-    @property
-    def started(self) -> bool:
-        """True once the first frame has been timed (the filters can start)."""
-        return self.start_t_s is not None
-
     def push(self, batch: EncoderBatch) -> OdometryFrames:
         """Add the next batch; return the frames it lets out (maybe none, maybe earlier
         frames held by the clock's warm-up)."""
