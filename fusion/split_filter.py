@@ -201,11 +201,6 @@ class FilterState:
         """(3,) the estimate at the last frame: x, y (m), heading (rad, unwrapped)."""
         return np.array([self.axis(a).position for a in AXES])
 
-    @property
-    def var(self) -> np.ndarray:
-        """(3,) its variances."""
-        return np.array([self.axis(a).variance for a in AXES])
-
 
 class SplitFilter:
     """Three independent (position, velocity) filters for x, y and heading: :meth:`run`
