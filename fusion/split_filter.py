@@ -141,7 +141,6 @@ class SessionModel:
         t0_s: time of the first frame (s).
         var0: the start's variances (x, y m²; θ rad²).
         drift: the slip model the odometry frame drifts by (None: ``drift_q`` per second).
-        pod_slip: the wheels' slip law (None without one).
         calibration: the pod geometry's uncertainty (None without one).
         aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance.
         rounding: the pods' tick rounding covariance (3, 3) and its heading-averaged floor
@@ -153,7 +152,6 @@ class SessionModel:
     t0_s: float
     var0: tuple[float, float, float]
     drift: SlipModel | None
-    pod_slip: PodSlip | None
     calibration: CalibrationError | None
     aid_interval_s: float | None
     rounding: tuple[np.ndarray, np.ndarray] | None
@@ -287,7 +285,6 @@ class SplitFilter:
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
             drift=pod_slip if pod_slip is not None else self.noise.drift,
-            pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
             rounding=rounding,
