@@ -329,8 +329,7 @@ class SplitFilter:
         if isinstance(drift, PodSlip):
             kind, law = 2, drift.kernel_arrays
         elif drift is not None:
-            parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
-            kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
+            kind, given = 1, drift.step_covariance_parts(inc, t[1:] - t[:-1])
         carry = _NO_CARRY if pose_error is None else pose_error
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
