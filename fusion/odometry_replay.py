@@ -201,7 +201,6 @@ class Replay:
     reference: str | None
     time_offset_s: float
     errors: dict[str, Any] | None
-    ref_t_s: np.ndarray | None = None
     ref_pose: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
     consistency: dict[str, AxisConsistency] | None = None
@@ -531,7 +530,6 @@ def replay_session(
         ref_name,
         offset,
         errors,
-        ref_t,
         ref_pose,
         {
             "aided": aiding is not None,
