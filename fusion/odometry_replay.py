@@ -382,7 +382,6 @@ def _shared_errors(
     """What the split filters' stated error shares along an unaided replay: the slip
     model they ran with (or their time-based drift), the start, the calibration."""
     model = state.model
-    inc = np.asarray(inc, dtype=float)
     dt = np.diff(odo.t_s)
     step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc), dt)
     return SharedErrors(
