@@ -202,7 +202,6 @@ class OdometryStream:
         assert bits is not None
         modulus = np.int64(1) << np.int64(bits)
         half = modulus >> np.int64(1)
-        raw = np.asarray(raw, dtype=np.int64)
         if self._last_raw is None:
             first = ((raw[:1] + half) % modulus) - half
             steps = ((np.diff(raw, axis=0) + half) % modulus) - half
