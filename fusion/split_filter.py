@@ -230,8 +230,7 @@ class SplitFilter:
         self.gate = float(gate)
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
-        self.drift_q = tuple(float(d) for d in drift_q)
-        self._drift_q = np.array(self.drift_q)
+        self.drift_q = np.array([float(d) for d in drift_q])
         self._consts = np.array([_constants(noise.axis(a), self.gate) for a in _ORDER])
 
     def run(
@@ -338,7 +337,7 @@ class SplitFilter:
         axes = (state.theta, state.x, state.y)
         try:
             out = _split_chunk(
-                t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
+                t, inc, (kind, self.drift_q, given, law, carry), cal, rounding,
                 (self._consts, (state.theta.carry, state.x.carry, state.y.carry)),
                 (state.theta.history, state.x.history, state.y.history), fixes,
             )  # fmt: skip
