@@ -119,11 +119,6 @@ class AxisState:
         """The estimate in the world (odometry frame plus its offset; m or rad)."""
         return float(self.carry[0]) + float(self.carry[5])
 
-    @property
-    def variance(self) -> float:
-        """Its variance (Var p + Var b)."""
-        return float(self.carry[2]) + float(self.carry[6])
-
 
 class _Row:
     """Row ``i`` of a track's per-frame block, from frame ``first``, as an attribute."""

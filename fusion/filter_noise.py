@@ -227,9 +227,8 @@ def load_noise_model(path: str | os.PathLike[str]) -> FilterNoise:
         raise ModelFileError(f"{path}: malformed [axes] table in noise model ({exc})") from exc
     drift = None
     if "drift" in doc:
-        table = {k: v for k, v in doc["drift"].items() if k != "units"}
         try:
-            drift = OdometryDrift.from_dict(table)
+            drift = OdometryDrift.from_dict(doc["drift"])
         except FusionError as exc:
             raise ModelFileError(f"{path}: [drift] table: {exc}") from exc
     reach = None

@@ -111,7 +111,7 @@ class FrameClock:
 
     def _settle(self, idx: list[int], out: list[float]) -> None:
         """End a warm-up: anchor the epoch and time the frames held."""
-        if self._mode != "warm" or not self._held:
+        if self._mode != "warm":
             return
         self._anchor = min(h - sigma for _, h, sigma in self._held)
         self._corr = 0.0

@@ -72,15 +72,14 @@ class SharedErrors:
         # the start as a step before the first (its θ shears from frame 0 on)
         start = [*np.asarray(self.var0, dtype=float), 0.0, 0.0]
         qxx, qyy, qtt, qxt, qyt = np.vstack([start, np.column_stack(steps)]).T
-        ax, ay = np.concatenate([[0.0], yw[1:]]), np.concatenate([[0.0], xw[1:]])
 
         def upto(x: np.ndarray) -> np.ndarray:
             return np.cumsum(x)[earlier]  # the start and the steps before the earlier frame
 
-        x0 = upto(qxx + 2 * ax * qxt + ax**2 * qtt)
-        x1 = upto(qxt + ax * qtt)
-        y0 = upto(qyy - 2 * ay * qyt + ay**2 * qtt)
-        y1 = upto(qyt - ay * qtt)
+        x0 = upto(qxx + 2 * yw * qxt + yw**2 * qtt)
+        x1 = upto(qxt + yw * qtt)
+        y0 = upto(qyy - 2 * xw * qyt + xw**2 * qtt)
+        y1 = upto(qyt - xw * qtt)
         t0 = upto(qtt)
         yi, xi = yw[f], xw[f]
         cxx = x0 - np.add.outer(yi, yi) * x1 + np.outer(yi, yi) * t0

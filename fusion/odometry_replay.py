@@ -201,7 +201,6 @@ class Replay:
     reference: str | None
     time_offset_s: float
     errors: dict[str, Any] | None
-    ref_t_s: np.ndarray | None = None
     ref_pose: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
     consistency: dict[str, AxisConsistency] | None = None
@@ -383,7 +382,6 @@ def _shared_errors(
     """What the split filters' stated error shares along an unaided replay: the slip
     model they ran with (or their time-based drift), the start, the calibration."""
     model = state.model
-    inc = np.asarray(inc, dtype=float)
     dt = np.diff(odo.t_s)
     step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc), dt)
     return SharedErrors(
@@ -531,7 +529,6 @@ def replay_session(
         ref_name,
         offset,
         errors,
-        ref_t,
         ref_pose,
         {
             "aided": aiding is not None,

@@ -105,11 +105,6 @@ class OdometryStream:
             int(bits) if wrapped and bits is not None else None,
         )
 
-    @property
-    def started(self) -> bool:
-        """True once the first frame has been timed (the filters can start)."""
-        return self.start_t_s is not None
-
     def push(self, batch: EncoderBatch) -> OdometryFrames:
         """Add the next batch; return the frames it lets out (maybe none, maybe earlier
         frames held by the clock's warm-up)."""
@@ -207,7 +202,6 @@ class OdometryStream:
         assert bits is not None
         modulus = np.int64(1) << np.int64(bits)
         half = modulus >> np.int64(1)
-        raw = np.asarray(raw, dtype=np.int64)
         if self._last_raw is None:
             first = ((raw[:1] + half) % modulus) - half
             steps = ((np.diff(raw, axis=0) + half) % modulus) - half

@@ -169,7 +169,7 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
     ref = np.column_stack(
         [pose.position[valid, :2], np.unwrap(yaw_from_quat(pose.quat_xyzw[valid]))]
     )
-    period = float(np.median(np.diff(pose.t_ns))) * 1e-9 if len(pose) > 1 else 0.01
+    period = float(np.median(np.diff(pose.t_ns))) * 1e-9
     cpr = attrs.get("counts_per_rev")
     if cpr is None:
         cpr = _config_counts_per_rev(config_text)

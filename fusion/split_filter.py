@@ -141,7 +141,6 @@ class SessionModel:
         t0_s: time of the first frame (s).
         var0: the start's variances (x, y m²; θ rad²).
         drift: the slip model the odometry frame drifts by (None: ``drift_q`` per second).
-        pod_slip: the wheels' slip law (None without one).
         calibration: the pod geometry's uncertainty (None without one).
         aid_interval_s: the pose sensor's period Δt_aid (s) in the aiding variance.
         rounding: the pods' tick rounding covariance (3, 3) and its heading-averaged floor
@@ -153,7 +152,6 @@ class SessionModel:
     t0_s: float
     var0: tuple[float, float, float]
     drift: SlipModel | None
-    pod_slip: PodSlip | None
     calibration: CalibrationError | None
     aid_interval_s: float | None
     rounding: tuple[np.ndarray, np.ndarray] | None
@@ -201,11 +199,6 @@ class FilterState:
         """(3,) the estimate at the last frame: x, y (m), heading (rad, unwrapped)."""
         return np.array([self.axis(a).position for a in AXES])
 
-    @property
-    def var(self) -> np.ndarray:
-        """(3,) its variances."""
-        return np.array([self.axis(a).variance for a in AXES])
-
 
 class SplitFilter:
     """Three independent (position, velocity) filters for x, y and heading: :meth:`run`
@@ -237,8 +230,7 @@ class SplitFilter:
         self.gate = float(gate)
         self.stale_s = float(stale_s)
         self.aid_model = aid_model
-        self.drift_q = tuple(float(d) for d in drift_q)
-        self._drift_q = np.array(self.drift_q)
+        self.drift_q = np.array([float(d) for d in drift_q])
         self._consts = np.array([_constants(noise.axis(a), self.gate) for a in _ORDER])
 
     def run(
@@ -292,7 +284,6 @@ class SplitFilter:
             t0_s=float(t0_s),
             var0=(float(var0[0]), float(var0[1]), float(var0[2])),
             drift=pod_slip if pod_slip is not None else self.noise.drift,
-            pod_slip=pod_slip,
             calibration=calibration,
             aid_interval_s=None if aid_interval_s is None else float(aid_interval_s),
             rounding=rounding,
@@ -337,8 +328,7 @@ class SplitFilter:
         if isinstance(drift, PodSlip):
             kind, law = 2, drift.kernel_arrays
         elif drift is not None:
-            parts = drift.step_covariance_parts(inc, t[1:] - t[:-1])
-            kind, given = 1, (np.ascontiguousarray(parts[0]), np.ascontiguousarray(parts[1]))
+            kind, given = 1, drift.step_covariance_parts(inc, t[1:] - t[:-1])
         carry = _NO_CARRY if pose_error is None else pose_error
         cal = _NO_CAL
         if model.calibration is not None and state.calibration is not None:
@@ -347,7 +337,7 @@ class SplitFilter:
         axes = (state.theta, state.x, state.y)
         try:
             out = _split_chunk(
-                t, inc, (kind, self._drift_q, given, law, carry), cal, rounding,
+                t, inc, (kind, self.drift_q, given, law, carry), cal, rounding,
                 (self._consts, (state.theta.carry, state.x.carry, state.y.carry)),
                 (state.theta.history, state.x.history, state.y.history), fixes,
             )  # fmt: skip
