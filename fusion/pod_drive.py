@@ -173,6 +173,12 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
     cpr = attrs.get("counts_per_rev")
     if cpr is None:
         cpr = _config_counts_per_rev(config_text)
+    n = batch.counts.shape[1]
+    try:
+        cpr = None if cpr is None else np.broadcast_to(np.asarray(cpr, float), (n,))
+    except ValueError as exc:
+        raise FitError(f"{path}: counts_per_rev {cpr!r} is neither one value nor one per "
+                       f"counter ({n})") from exc  # fmt: skip
     names = attrs.get("pod_names")
     return Drive(
         label=str(label),
@@ -182,7 +188,7 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
         t_ref=t_ref,
         ref=ref,
         max_gap_s=2.5 * period,
-        counts_per_rev=None if cpr is None else np.broadcast_to(np.asarray(cpr, float), (3,)),
+        counts_per_rev=cpr,
         names=None if names is None else tuple(str(n) for n in names),
     )
 

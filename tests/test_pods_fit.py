@@ -300,3 +300,25 @@ def test_cli_fit_pods_writes_model_and_refuses_with_exit_1(sim_drives, tmp_path)
     )
     assert res.exit_code == 1
     assert "no spin" in res.output
+
+
+@pytest.mark.parametrize("cpr, ok", [([210.0] * 4, True), (210.0, True), ([210.0] * 3, False)])
+def test_counts_per_rev_takes_one_value_per_counter_of_the_stream(tmp_path, cpr, ok) -> None:
+    """A four-wheel (mecanum) stream: the recorded ``counts_per_rev`` is one value, or one
+    per counter (four), not three; three values for four counters are refused by name."""
+    import session_util as su
+
+    from sensorbench.logs import SessionWriter
+
+    path = tmp_path / "four.h5"
+    t = su.T0 + np.arange(50, dtype=np.int64) * 10_000_000
+    with SessionWriter(path) as w:
+        w.add_encoder("pods", 4, attrs={"counts_per_rev": cpr})
+        w.add_pose("mocap", "mocap")
+        w.append_encoder("pods", su.encoder_batch(t, np.tile(np.arange(50)[:, None], (1, 4))))
+        w.append_pose("mocap", su.pose_batch(50))
+    if ok:
+        np.testing.assert_array_equal(load_drive(path).counts_per_rev, [210.0] * 4)
+    else:
+        with pytest.raises(FitError, match=r"counts_per_rev .* one per counter \(4\)"):
+            load_drive(path)
