@@ -282,11 +282,11 @@ class Replay:
             "coasting_frames": int(np.count_nonzero(r.coasting)),
             "rejection_rate": {
                 "actual": {a: t.rejected / max(t.accepted.size, 1) for a, t in r.tracks.items()},
-                "nominal": float(chi2.sf(float(r.options["gate"]), 1)),
+                "nominal": float(chi2.sf(float(r.gate), 1)),
             },
             "nis": {
                 a: nis_consistency(
-                    t.nis_chi2, float(r.options["gate"]), self.nis_se.get(a, 0.0)
+                    t.nis_chi2, float(r.gate), self.nis_se.get(a, 0.0)
                 ).summary()
                 for a, t in r.tracks.items()
                 if np.count_nonzero(np.isfinite(t.nis_chi2)) >= 2

@@ -12,8 +12,7 @@ the absolute aiding. The model, gate, aiding and fitted refinements: docs/PODS.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,6 +94,7 @@ class SplitResult:
         var: (K+1, 3) position/heading variances.
         tracks: per-axis :class:`~sensorbench.fusion.axis_step.AxisTrack`.
         coasting: (K,) True for frames that end a gap longer than ``stale_s``.
+        gate: the NIS gate the updates were tested at.
     """
 
     t_s: np.ndarray
@@ -103,7 +103,7 @@ class SplitResult:
     var: np.ndarray
     tracks: dict[str, AxisTrack]
     coasting: np.ndarray
-    options: dict[str, Any] = field(default_factory=dict)
+    gate: float
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -367,7 +367,7 @@ class SplitFilter:
             var=rows[2],
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
-            options={"gate": self.gate, "stale_s": self.stale_s},
+            gate=self.gate,
         )
         return new, result
 

@@ -110,6 +110,7 @@ def joined(parts: list[SplitResult]) -> SplitResult:
         **{n: frames(lambda r, n=n: getattr(r, n)) for n in ("t_s", "pose", "velocity", "var")},
         tracks={a: track(a) for a in AXES},
         coasting=steps(lambda r: r.coasting),
+        gate=parts[0].gate,
     )
 
 
