@@ -138,9 +138,11 @@ def test_a_new_kind_is_captured_through_the_real_capture_path(linepose, tmp_path
 
     # every stored pose is a line the emulator sent, decoded exactly, none left out
     n = len(poses.t_ns)
-    assert n >= 0.5 * DURATION_S / 0.02, n  # 50 lines/s
     got_x_mm = np.round(poses.position[:, 0] * 1000).astype(np.int64)
     first = int(np.flatnonzero(sent[:, 1] == got_x_mm[0])[0])
+    # most of what was sent from the first stored line on (the rest: while the capture
+    # closed), counted on the emulator's own output: a starved emulator sends fewer
+    assert n >= 0.5 * (len(sent) - first) and n > 10, (n, len(sent) - first)
     expect = sent[first : first + n]
     np.testing.assert_array_equal(got_x_mm, expect[:, 1])
     np.testing.assert_allclose(poses.position[:, 1], expect[:, 2] / 1000, atol=1e-12)
