@@ -325,7 +325,7 @@ def _given_model(
     streams = np.random.default_rng(seed).spawn(n)
     given = []
     wr = model.wrong_relocalizations
-    n_relocs = int(wr.get("n_relocalizations", model.axes["x"].n_segments))
+    n_relocs = model.axes["x"].n_segments or int(wr.get("n_relocalizations", 0))  # offsets
     n_usual = n_relocs - int(wr.get("n_wrong", 0))
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
@@ -360,7 +360,7 @@ def _round(
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
         m = PoseErrorModel(f)
-        n_relocs = f.wrong.n_relocalizations
+        n_relocs = f.wrong.n_segments
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
         out.append(check_session(
             marked, m.params_array(), m.cov_log_array() if parameter_uncertainty else None,
