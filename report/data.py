@@ -452,12 +452,14 @@ class PoseParam:
     ci999: tuple[float, float]
     identified: bool
     truth: float | None
+    converged: bool = True  # the axis' fit converged (else no interval, not identified)
 
     def as_dict(self) -> dict[str, Any]:
         """An entry of ``data["pose_error"]["params"]``."""
         return {"axis": self.axis, "param": self.param, "value": self.value,
                 "ci95": list(self.ci95), "ci99.9": list(self.ci999),
-                "identified": self.identified, "truth": self.truth}  # fmt: skip
+                "identified": self.identified, "truth": self.truth,
+                "converged": self.converged}  # fmt: skip
 
 
 @dataclass
@@ -526,7 +528,7 @@ class PoseSection:
                 ci = (
                     f"[{k * p.ci95[0]:.3g}, {k * p.ci95[1]:.3g}]"
                     if p.identified
-                    else "(not identified)"
+                    else "(not identified)" if p.converged else "(fit not converged)"
                 )
                 figures.append(f"{p.axis} offset σ_b {k * p.value:.3g} {unit} {ci}")
         parts = [f"{self.sensor}: {state}", *figures]
@@ -671,7 +673,7 @@ def pose_params(model: Any, truth: np.ndarray | None = None) -> list[PoseParam]:
                 a, p, param_unit(a, p), float(params[i, j]),
                 ci95=(float(ci[j, 0]), float(ci[j, 1])),
                 ci999=(float(ci999[j, 0]), float(ci999[j, 1])), identified=bool(f.identified[j]),
-                truth=None if truth is None else float(truth[i, j]),
+                truth=None if truth is None else float(truth[i, j]), converged=f.converged,
             ))  # fmt: skip
     return out
 

@@ -383,7 +383,8 @@ def render_pose(section: PoseSection) -> str:
     for p in section.params:
         ci = f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
         rows.append((
-            p.axis, p.param, _shown(p.value, p.unit), ci if p.identified else "not identified",
+            p.axis, p.param, _shown(p.value, p.unit),
+            ci if p.identified else ("not identified" if p.converged else "fit not converged"),
             DISPLAY_UNITS[p.unit][1], _shown(p.truth, p.unit),
         ))
     note = ""

@@ -34,9 +34,10 @@ def model_table(model: PoseErrorModel) -> list[str]:
     """Every axis' parameters with their 95 % intervals (or why not identified)."""
     lines = ["axis   param        value            95 % interval"]
     flat = "not identified (the likelihood is flat in it)"
+    stuck = "not identified: the fit did not converge (no interval)"
     for p in pose_params(model):
         lo, hi = (fmt(v, p.unit).strip() for v in p.ci95)
-        interval = f"[{lo}, {hi}]" if p.identified else flat
+        interval = f"[{lo}, {hi}]" if p.identified else (flat if p.converged else stuck)
         lines.append(f"{p.axis:6s} {p.param:8s} {fmt(p.value, p.unit)}   {interval}")
     return lines
 
@@ -121,6 +122,11 @@ class FitSummary:
             "lie outside it; widen --max-offset or give --time-offset"
             for ps in campaign.prepared
             if ps.alignment.offset_at_search_limit
+        ] + [
+            f"{a}: the fit did not converge: its parameters have no interval and count as "
+            "not identified (a requirement on it cannot be told)"
+            for a in POSE_AXES
+            if not model.axes[a].converged
         ]
         offset = campaign.time_offset
         if offset.method == "gls" and not offset.pooled:

@@ -623,10 +623,11 @@ class AxisFit:
 
     @property
     def identified(self) -> np.ndarray:
-        """``(4,)`` bool: finite se_log below :data:`MAX_SE_LOG` (the Monte Carlo draws these)."""
+        """``(4,)`` bool: finite se_log below :data:`MAX_SE_LOG` (the Monte Carlo draws these),
+        and none when the fit did not converge (its Hessian is not the optimum's)."""
         ok = self._log_identified()
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
-        return ok
+        return ok & self.converged
 
     def unidentified(self) -> tuple[str, ...]:
         """The parameters (:data:`PARAMS` names) that are not :attr:`identified`."""
@@ -658,7 +659,7 @@ class AxisFit:
         se = np.where(self.identified, self.se_log, np.nan)
         with np.errstate(over="ignore"):
             out = np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
-        if self.has_qprofile:
+        if self.has_qprofile and self.converged:
             out[0] = self.sigma_b_quantile(ndtr(np.array([-z, z])))
         return out
 
