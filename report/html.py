@@ -427,7 +427,7 @@ def render_pose(section: PoseSection) -> str:
 
 
 def render_validation(v: ValidationSection) -> str:
-    """Verdict per held-out session, percentile tables, band plots and rank histogram."""
+    """Verdict per session, upper-tail p tables, band plots and rank histogram."""
     from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 
     simulated = any(w is not None for w in v.wrong)
@@ -454,7 +454,8 @@ def render_validation(v: ValidationSection) -> str:
         ]
         parts.append(table(
             ["axis", *STAT_NAMES], prow,
-            f"{chk.name}: percentile of the real statistic (%), * failed",
+            f"{chk.name}: upper-tail p of the real statistic (% of draws at or above it), "
+            "* failed",
         ))
     parts.extend(img(f) for f in v.figures)
     return "".join(parts)

@@ -222,7 +222,8 @@ class FitSummary:
 
 
 def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
-    """The Monte Carlo validation as ``validate`` prints it: per session its percentiles."""
+    """The Monte Carlo validation as ``validate`` prints it: per session its upper-tail p
+    (the share of draws at or above the real statistic)."""
     out = []
     if campaign.decision:
         out.append(f"frame alignment: {campaign.decision}")
@@ -248,11 +249,12 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
         out.append(
             f"FAILED: session {f['session']} axis {f['axis']} statistic {f['statistic']}: "
             f"observed {f['observed']:.4g}, simulated 99.14 % band "
-            f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], percentile "
+            f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], upper-tail p "
             f"{100 * f['percentile']:.2f} %"
         )
     out.append(
-        "percentiles in %; * = failed check. Monte Carlo "
+        "upper-tail p in % (draws at or above the real statistic); * = failed check. "
+        "Monte Carlo "
         + ("PASSED" if report.passed else "FAILED")
     )
     return out

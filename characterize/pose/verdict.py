@@ -91,7 +91,7 @@ class Verdict:
                     "MISFIT", f"{f['session']}/{f['axis']}",
                     f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
                     f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
-                    f"(percentile {100 * f['percentile']:.2f} %)",
+                    f"(upper-tail p {100 * f['percentile']:.2f} %)",
                 ))
         return out
 
