@@ -63,7 +63,7 @@ def demo_lines(res: DemoResult, total_s: float) -> list[str]:
             for c in v["sessions"]
         )
         out.append(
-            f"validation (leave-one-session-out, {v['n_draws']} draws): "
+            f"validation ({v['mode']}, {v['n_draws']} draws): "
             f"{'PASSED' if v['passed'] else 'FAILED'} ({verdicts})"
         )
     pose = res.report_data.get("pose_error") or {}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from sensorbench.errors import FitError, SessionError
+from sensorbench.errors import FitError, ModelFileError, SessionError
 from sensorbench.logs import Session
 from sensorbench.logs.model_keys import POSE_AXES
 
@@ -452,12 +452,14 @@ class PoseParam:
     ci999: tuple[float, float]
     identified: bool
     truth: float | None
+    converged: bool = True  # the axis' fit converged (else no interval, not identified)
 
     def as_dict(self) -> dict[str, Any]:
         """An entry of ``data["pose_error"]["params"]``."""
         return {"axis": self.axis, "param": self.param, "value": self.value,
                 "ci95": list(self.ci95), "ci99.9": list(self.ci999),
-                "identified": self.identified, "truth": self.truth}  # fmt: skip
+                "identified": self.identified, "truth": self.truth,
+                "converged": self.converged}  # fmt: skip
 
 
 @dataclass
@@ -502,6 +504,9 @@ class PoseSection:
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
     pauses: tuple[int, float] = (0, 0.0)
     """The sensor's pauses over all sessions: their number and summed length (s)."""
+    given: bool = False
+    """True when the model is the model file's (validated as it is; its own wrong
+    relocalizations are those of the sessions it was fitted on), not fitted here."""
 
     def summary(self) -> str:
         """One line for the top of the report: the verdict, x and yaw sigma_b with their
@@ -523,12 +528,12 @@ class PoseSection:
                 ci = (
                     f"[{k * p.ci95[0]:.3g}, {k * p.ci95[1]:.3g}]"
                     if p.identified
-                    else "(not identified)"
+                    else "(not identified)" if p.converged else "(fit not converged)"
                 )
                 figures.append(f"{p.axis} offset σ_b {k * p.value:.3g} {unit} {ci}")
         parts = [f"{self.sensor}: {state}", *figures]
         if v is not None and v.wrong:
-            parts.append(v.wrong_line())
+            parts.append(v.wrong_line() + (" (the model file's fit)" if self.given else ""))
         n, seconds = self.pauses
         if n:
             parts.append(f"pauses when covered ({n} pauses, {seconds:.3g} s in all)")
@@ -591,20 +596,28 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     campaign = prepare_sessions(use, opts.sensor, opts.reference, align=opts.align)
     prepared, series = campaign.prepared, campaign.series
     model_file = None if models is None else models / "pose_error.toml"
+    loaded = None
     if model_file is not None and model_file.exists():
-        model = PoseErrorModel.load(model_file)
-        source = f"{model_file.name}"
-    else:
-        say("fitting the pose-error model")
-        share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
+        loaded = PoseErrorModel.load(model_file)
+        if loaded.sensor and loaded.sensor != opts.sensor:
+            raise ModelFileError(
+                f"{model_file}: a model of sensor {loaded.sensor!r}, not of {opts.sensor!r}: "
+                "pass --sensor or the models of this sensor"
+            )
+    say("fitting the pose-error model")
+    share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
 
-        def fitting(done: int, total: int) -> None:
-            inputs.within(share * done / total)
+    def fitting(done: int, total: int) -> None:
+        inputs.within(share * done / total)
 
-        model = fit_pose_error(
-            series, sensor=opts.sensor, reference=opts.reference, progress=fitting
-        )
-        source = "fitted for this report"
+    model = fit_pose_error(series, sensor=opts.sensor, reference=opts.reference, progress=fitting)
+    source, given = "fitted for this report", False
+    if model_file is not None and loaded is not None:
+        # the file's model is judged; leave-one-session-out only when it is this fit itself
+        given = not np.allclose(loaded.params_array(), model.params_array(), rtol=1e-6, atol=0)
+        model = loaded
+        how = "the given model, validated as it is" if given else "the fit of these sessions"
+        source = f"{model_file.name} ({how})"
     truth, speed = _pose_truth(use)
     out = pose_params(model, truth)
     figures = _pose_figures(prepared, model.params_array(), figdir)
@@ -613,13 +626,13 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     )
     keys = ("name", "source", "n_samples", "alignment_used", "time_offset", "trajectory_error")
     section.trajectories = [{k: v for k, v in ps.to_dict().items() if k in keys} for ps in prepared]
-    section.wrong = model.wrong_relocalizations
+    section.wrong, section.given = model.wrong_relocalizations, given
     section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
     section.alignment = campaign.decision or campaign.align
     if any(w is not None for w in wrong):
         section.simulated_wrong = [x for f in found for x in f or []]
-    if len(series) >= 2:
-        section.validation = _validation(inputs, campaign, wrong)
+    if len(series) >= 2 or given:
+        section.validation = _validation(inputs, campaign, wrong, model if given else None)
     section.verdict = compute_pose_verdict(
         campaign, model, None if section.validation is None else section.validation.report
     )
@@ -660,7 +673,7 @@ def pose_params(model: Any, truth: np.ndarray | None = None) -> list[PoseParam]:
                 a, p, param_unit(a, p), float(params[i, j]),
                 ci95=(float(ci[j, 0]), float(ci[j, 1])),
                 ci999=(float(ci999[j, 0]), float(ci999[j, 1])), identified=bool(f.identified[j]),
-                truth=None if truth is None else float(truth[i, j]),
+                truth=None if truth is None else float(truth[i, j]), converged=f.converged,
             ))  # fmt: skip
     return out
 
@@ -694,25 +707,30 @@ def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figu
     return figures
 
 
-def _validation(inputs: ReportInputs, campaign: Any, wrong: list[int | None]) -> ValidationSection:
+def _validation(
+    inputs: ReportInputs, campaign: Any, wrong: list[int | None], model: PoseErrorModel | None
+) -> ValidationSection:
+    """Every session against ``model`` (the model file), else leave-one-session-out."""
     from sensorbench.characterize.pose.plots import plot_error_bands, plot_rank_histogram
     from sensorbench.characterize.pose.validate import validate_sessions
 
     opts, figdir = inputs.options, inputs.figdir
     prepared, series = campaign.prepared, campaign.series
-    inputs.say(f"leave-one-session-out validation ({opts.draws} draws per session)")
+    mode = "leave-one-session-out" if model is None else "given-model"
+    inputs.say(f"{mode} validation ({opts.draws} draws per session)")
 
     def validating(done: int, total: int) -> None:
         inputs.within(0.5 + 0.5 * done / total)
 
     rep = validate_sessions(
-        series, n_draws=opts.draws, seed=opts.seed, alpha=opts.alpha,
+        series, n_draws=opts.draws, seed=opts.seed, model=model, alpha=opts.alpha,
         folds=campaign.folds, progress=validating,
     )  # fmt: skip
+    whose = "the model refitted without it" if model is None else "the given model"
     figures = [
         Figure.read(
             plot_error_bands(s, chk.params, figdir / f"{s.name}_validate.png"),
-            f"{s.name}: error in the bands of the model refitted without it",
+            f"{s.name}: error in the bands of {whose}",
         )
         for s, chk in zip(series, rep.sessions, strict=True)
     ]

@@ -383,7 +383,8 @@ def render_pose(section: PoseSection) -> str:
     for p in section.params:
         ci = f"[{_shown(p.ci95[0], p.unit)}, {_shown(p.ci95[1], p.unit)}]"
         rows.append((
-            p.axis, p.param, _shown(p.value, p.unit), ci if p.identified else "not identified",
+            p.axis, p.param, _shown(p.value, p.unit),
+            ci if p.identified else ("not identified" if p.converged else "fit not converged"),
             DISPLAY_UNITS[p.unit][1], _shown(p.truth, p.unit),
         ))
     note = ""
@@ -412,7 +413,8 @@ def render_pose(section: PoseSection) -> str:
     if section.trajectories:
         parts.append(_trajectory_table(section.trajectories))
     if section.wrong:
-        parts.append(_wrong_table(section.wrong, section.simulated_wrong))
+        whose = "<p>Named by the model file's fit, on its sessions:</p>" if section.given else ""
+        parts.append(whose + _wrong_table(section.wrong, section.simulated_wrong))
     # the Allan figure on its own row, the sessions' band plots side by side below it
     allan, bands = section.figures[:1], section.figures[1:]
     parts.append("<div class='figures'>" + "".join(img(f) for f in allan) + "</div>")
@@ -425,7 +427,7 @@ def render_pose(section: PoseSection) -> str:
 
 
 def render_validation(v: ValidationSection) -> str:
-    """Verdict per held-out session, percentile tables, band plots and rank histogram."""
+    """Verdict per session, upper-tail p tables, band plots and rank histogram."""
     from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
 
     simulated = any(w is not None for w in v.wrong)
@@ -438,13 +440,13 @@ def render_validation(v: ValidationSection) -> str:
         vrows.append((*row, relocs, *(["–" if w is None else w] if simulated else []), failed))
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
-        f"<h2>Leave-one-session-out validation</h2><p>{esc(v.report.mode)}, {v.report.n_draws} "
+        f"<h2>Monte Carlo validation</h2><p>{esc(v.report.mode)}, {v.report.n_draws} "
         f"draws, family-wise α {v.report.alpha}: {overall}</p>"
     ]
     head = ["session", "verdict", "joint p", "samples", "relocalizations (flagged)"]
     if simulated:
         head.append("simulated wrong relocalizations")
-    parts.append(table([*head, "failed checks"], vrows, "verdict per held-out session"))
+    parts.append(table([*head, "failed checks"], vrows, "verdict per session"))
     for chk in v.report.sessions:
         prow = [
             [a, *(f"{100 * p:.1f}{' *' if bad else ''}" for p, bad in zip(*rows, strict=True))]
@@ -452,7 +454,8 @@ def render_validation(v: ValidationSection) -> str:
         ]
         parts.append(table(
             ["axis", *STAT_NAMES], prow,
-            f"{chk.name}: percentile of the real statistic (%), * failed",
+            f"{chk.name}: upper-tail p of the real statistic (% of draws at or above it), "
+            "* failed",
         ))
     parts.extend(img(f) for f in v.figures)
     return "".join(parts)

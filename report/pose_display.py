@@ -35,9 +35,10 @@ def model_table(model: PoseErrorModel) -> list[str]:
     """Every axis' parameters with their 95 % intervals (or why not identified)."""
     lines = ["axis   param        value            95 % interval"]
     flat = "not identified (the likelihood is flat in it)"
+    stuck = "not identified: the fit did not converge (no interval)"
     for p in pose_params(model):
         lo, hi = (fmt(v, p.unit).strip() for v in p.ci95)
-        interval = f"[{lo}, {hi}]" if p.identified else flat
+        interval = f"[{lo}, {hi}]" if p.identified else (flat if p.converged else stuck)
         lines.append(f"{p.axis:6s} {p.param:8s} {fmt(p.value, p.unit)}   {interval}")
     return lines
 
@@ -122,6 +123,11 @@ class FitSummary:
             "lie outside it; widen --max-offset or give --time-offset"
             for ps in campaign.prepared
             if ps.alignment.offset_at_search_limit
+        ] + [
+            f"{a}: the fit did not converge: its parameters have no interval and count as "
+            "not identified (a requirement on it cannot be told)"
+            for a in POSE_AXES
+            if not model.axes[a].converged
         ]
         offset = campaign.time_offset
         if offset.method == "gls" and not offset.pooled:
@@ -225,7 +231,8 @@ class FitSummary:
 
 
 def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
-    """The Monte Carlo validation as ``validate`` prints it: per session its percentiles."""
+    """The Monte Carlo validation as ``validate`` prints it: per session its upper-tail p
+    (the share of draws at or above the real statistic)."""
     out = []
     if campaign.decision:
         out.append(f"frame alignment: {campaign.decision}")
@@ -251,11 +258,12 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
         out.append(
             f"FAILED: session {f['session']} axis {f['axis']} statistic {f['statistic']}: "
             f"observed {f['observed']:.4g}, simulated 99.14 % band "
-            f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], percentile "
+            f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], upper-tail p "
             f"{100 * f['percentile']:.2f} %"
         )
     out.append(
-        "percentiles in %; * = failed check. Monte Carlo "
+        "upper-tail p in % (draws at or above the real statistic); * = failed check. "
+        "Monte Carlo "
         + ("PASSED" if report.passed else "FAILED")
     )
     return out

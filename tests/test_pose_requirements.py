@@ -250,3 +250,23 @@ def test_held_out_p95_exceeds_its_predicted_quantile_5_percent_of_the_time(share
     se = per.std(axis=0, ddof=1) / np.sqrt(per.shape[0])
     assert np.all(se < 0.02 / 2.5), se
     assert np.all(np.abs(rate - 0.05) <= 0.02), (rate, se)
+
+
+def test_an_axis_whose_fit_did_not_converge_is_not_identified():
+    """A fit that stopped short of the optimum (``converged`` False: its Hessian is not the
+    curvature at a maximum) states no interval, counts as not identified, so a requirement
+    on that axis cannot be told, however far inside it; its output says so."""
+    from sensorbench.characterize.pose.error_model import PARAMS
+    from sensorbench.report.pose_display import model_table
+
+    series = pose_util.campaign(0, "correct")
+    model = fit_pose_error(series)
+    model = replace(model, axes={**model.axes, "x": replace(model.axes["x"], converged=False)})
+    asked = [Requirement.parse(r) for r in ("x.p95<=1", "y.p95<=1")]
+    x, y = judge_requirements(asked, model, series, Projection(n_draws=100, seed=1))
+    assert y.verdict == "holds" and x.verdict == "undecided" and x.unidentified == PARAMS
+    assert "did not converge" in x.reason()
+    doc = model.to_dict()["axes"]["x"]
+    assert np.isnan(model.axes["x"].ci()).all() and not any(doc["identified"].values())
+    rows = [r for r in model_table(model) if r.startswith("x ")]
+    assert len(rows) == 4 and all("did not converge" in r for r in rows), rows

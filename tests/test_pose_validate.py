@@ -251,3 +251,28 @@ def test_demo_world_fit_is_calibrated_with_tau_5_s():
     assert 0.90 <= cov[:, :, 0].mean() <= 0.98, cov[:, :, 0].mean()
     se = ratio.std() / np.sqrt(ratio.size)
     assert abs(ratio.mean() - 1.0) < 3.0 * se, (ratio.mean(), se)
+
+
+def test_the_failure_states_an_upper_tail_p_not_a_percentile(tmp_path):
+    """A model with sigma halved: the real RMS lies above every draw, so its share of draws
+    at or above the real one is ~0 (what is stored, p = (1 + #{T_sim ≥ T_obs})/(B + 1)).
+    Text and HTML call it an upper-tail p, never a "percentile" (which would read ~100 %)."""
+    from types import SimpleNamespace
+
+    from sensorbench.report.data import ValidationSection
+    from sensorbench.report.html import render_validation
+    from sensorbench.report.pose_display import validation_lines
+
+    r = _halved(0, tmp_path)
+    f = next(f for f in r.failures() if f["statistic"] == "rms")
+    assert f["observed"] > f["sim_band"][1] and f["percentile"] < 0.01
+    ps = SimpleNamespace(
+        series=pose_util.campaign(0, "correct")[0],
+        segmentation=SimpleNamespace(method="flags", unstable_times_s=np.zeros(0)),
+        alignment=SimpleNamespace(offset_s=0.0, offset_se_s=float("nan")),
+    )
+    camp = SimpleNamespace(decision="", prepared=[ps] * len(r.sessions))
+    lines = [x for x in validation_lines(r, camp) if "percentile" in x or "upper-tail p" in x]
+    assert lines and all("percentile" not in x for x in lines), lines
+    page = render_validation(ValidationSection(r, camp.prepared, [None] * len(r.sessions), []))
+    assert "upper-tail p" in page and "percentile" not in page

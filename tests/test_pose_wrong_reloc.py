@@ -183,3 +183,32 @@ def test_validation_passes_with_wrong_relocalizations(root: Path) -> None:
     model passes each with probability ~0.95; 9 or fewer of 12 has probability 2 %)."""
     r = [_validation_case(s, root) for s in range(VALIDATION_CAMPAIGNS)]
     assert sum(x["passed"] for x in r) >= 10, r
+
+
+def test_the_rate_is_per_relocalization_not_per_segment() -> None:
+    """Gross jumps (0.5 m, 50 sigma_b) put on 3 known relocalizations of a 4-session
+    campaign: those 3 named (a usual one may be too, 5 % family-wise), the rate counted
+    of the campaign's relocalizations (segments − sessions: a session start is none),
+    and the line says so; without any relocalization there is no rate, and the line
+    says there is nothing to rate."""
+    from dataclasses import replace
+
+    import pose_util
+
+    from sensorbench.characterize.pose.verdict import wrong_lines
+
+    series = pose_util.campaign(11, n_sessions=4)
+    n_relocs = sum(s.n_segments - 1 for s in series)
+    jumped = ((series[0], 1), (series[1], 2), (series[3], 1))
+    for s, j in jumped:
+        s.error[s.segment_id == j, :2] += 0.5
+    w = fit_pose_error(series).wrong_relocalizations
+    named = {(n["session"], n["t_s"]) for n in w["named"]}
+    assert {(s.name, s.t_s[s.segment_id == j][0]) for s, j in jumped} <= named, w
+    k = w["n_wrong"]
+    assert w["n_relocalizations"] == n_relocs and w["rate"] == pytest.approx(k / n_relocs), w
+    assert wrong_lines(w, None)[0].startswith(f"wrong relocalizations: {k} of {n_relocs} named")
+    still = [replace(s, reloc=np.arange(s.n) == 0) for s in pose_util.campaign(12, n_sessions=2)]
+    w0 = fit_pose_error(still).wrong_relocalizations
+    assert w0["n_relocalizations"] == 0 and "rate" not in w0, w0
+    assert "no relocalization: nothing to rate" in wrong_lines(w0, None)[0]

@@ -350,7 +350,7 @@ class WrongRelocs:
     """The relocalizations a fit names wrong (:func:`name_wrong`; docs/POSE_ERROR.md,
     "Wrong relocalizations")."""
 
-    n_relocalizations: int
+    n_segments: int  # the offsets tested, one per segment (session starts included)
     sessions: list[str]
     t_s: np.ndarray  # (k,) s, the named segments' first samples
     jump: np.ndarray  # (k, 6) their offsets (m, rad)
@@ -364,27 +364,30 @@ class WrongRelocs:
             [np.zeros(s.n, bool) for s in series],
         )
 
+    @property
+    def n_relocalizations(self) -> int:
+        """The relocalizations: segments less the sessions' starts."""
+        return self.n_segments - len(self.masks)
+
     def same_as(self, other: WrongRelocs) -> bool:
         """True when both name the same segments."""
         return all(np.array_equal(a, b) for a, b in zip(self.masks, other.masks, strict=True))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON/TOML-ready summary (the model file's ``[wrong_relocalizations]``): the share
-        of relocalizations named wrong with its Clopper-Pearson 95 % interval, each named
-        jump and, when there are some, their median horizontal size |(x, y)| (m)."""
-        k, n, a = len(self.sessions), max(self.n_relocalizations, 1), 1.0 - 0.95
-        lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-        hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-        out: dict[str, Any] = {
-            "n_relocalizations": int(self.n_relocalizations),
-            "n_wrong": k,
-            "rate": k / n,
-            "rate_ci95": [lo, hi],
-            "named": [
-                {"session": s, "t_s": float(t), "jump": [float(x) for x in j]}
-                for s, t, j in zip(self.sessions, self.t_s, self.jump, strict=True)
-            ],
-        }
+        of relocalizations (not session starts) named wrong with its Clopper-Pearson 95 %
+        interval (neither without a relocalization), each named jump and, when there are
+        some, their median horizontal size |(x, y)| (m)."""
+        k, n, a = len(self.sessions), self.n_relocalizations, 1.0 - 0.95
+        out: dict[str, Any] = {"n_relocalizations": int(n), "n_wrong": k}
+        if n > 0:
+            lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+            hi = 1.0 if k >= n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+            out.update(rate=k / n, rate_ci95=[lo, hi])
+        out["named"] = [
+            {"session": s, "t_s": float(t), "jump": [float(x) for x in j]}
+            for s, t, j in zip(self.sessions, self.t_s, self.jump, strict=True)
+        ]
         if self.sessions:
             out["median_jump_m"] = float(np.median(np.hypot(self.jump[:, 0], self.jump[:, 1])))
         return out
@@ -620,10 +623,11 @@ class AxisFit:
 
     @property
     def identified(self) -> np.ndarray:
-        """``(4,)`` bool: finite se_log below :data:`MAX_SE_LOG` (the Monte Carlo draws these)."""
+        """``(4,)`` bool: finite se_log below :data:`MAX_SE_LOG` (the Monte Carlo draws these),
+        and none when the fit did not converge (its Hessian is not the optimum's)."""
         ok = self._log_identified()
         ok[0] = (ok[0] or self.has_qprofile) and self.sigma_b_free
-        return ok
+        return ok & self.converged
 
     def unidentified(self) -> tuple[str, ...]:
         """The parameters (:data:`PARAMS` names) that are not :attr:`identified`."""
@@ -655,7 +659,7 @@ class AxisFit:
         se = np.where(self.identified, self.se_log, np.nan)
         with np.errstate(over="ignore"):
             out = np.exp(np.stack([lv - z * se, lv + z * se], axis=1))
-        if self.has_qprofile:
+        if self.has_qprofile and self.converged:
             out[0] = self.sigma_b_quantile(ndtr(np.array([-z, z])))
         return out
 

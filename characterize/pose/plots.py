@@ -47,7 +47,7 @@ def plot_error_bands(series: ErrorSeries, params: np.ndarray, path: str | Path) 
 
 
 def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 10) -> Path:
-    """Rank (percentile) histograms per statistic; returns the PNG path."""
+    """Rank (upper-tail p) histograms per statistic; returns the PNG path."""
     hist = report.rank_histogram(bins)
     fig, axs = plt.subplots(1, len(STAT_NAMES), figsize=(3 * len(STAT_NAMES), 3), sharey=True)
     edges = np.linspace(0, 1, bins + 1)
@@ -56,9 +56,9 @@ def plot_rank_histogram(report: ValidationReport, path: str | Path, bins: int = 
         ax.bar(edges[:-1], counts, width=1.0 / bins, align="edge", edgecolor="k")
         if counts.sum():
             ax.axhline(counts.sum() / bins, color="C3", lw=1)
-        ax.set(title=st, xlabel="percentile")
+        ax.set(title=st, xlabel="upper-tail p")
     axs[0].set_ylabel("sessions × axes")
-    fig.suptitle("percentile of the real statistic among the draws (flat = calibrated)")
+    fig.suptitle("upper-tail p of the real statistic among the draws (flat = calibrated)")
     return save_png(fig, path, 90)
 
 

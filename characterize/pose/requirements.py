@@ -112,6 +112,7 @@ class RequirementResult(RequirementPrediction):
     quantile_bounds: tuple[float, float] = (float("nan"), float("nan"))  # lower, upper
     met_confidence: float = float("nan")  # share of parameter draws within the threshold
     unidentified: tuple[str, ...] = ()  # the axis' parameters these sessions do not identify
+    converged: bool = True  # the axis' fit converged (else every parameter is unidentified)
 
     @property
     def verdict(self) -> str:
@@ -145,6 +146,9 @@ class RequirementResult(RequirementPrediction):
         )
         if self.verdict == "fails":
             return f"{r.text} fails: {what} > {r.threshold:.4g}"
+        if not self.converged:
+            return (f"{r.text} cannot tell: the fit of {r.axis} did not converge ({what}, "
+                    "from a point that is no optimum)")
         if self.unidentified:
             them = "it" if len(self.unidentified) == 1 else "them"
             return (f"{r.text} cannot tell: {', '.join(self.unidentified)} of {r.axis} not "
@@ -163,6 +167,7 @@ class RequirementResult(RequirementPrediction):
             "holds": self.holds,
             "reason": self.reason(),
             "unidentified": list(self.unidentified),
+            "converged": self.converged,
         }
 
 
@@ -336,6 +341,7 @@ def judge_requirements(
             quantile_estimate=float(centre[n]), quantile_bounds=(float(lo), float(hi)),
             met_confidence=float(np.mean(per_set <= p.requirement.threshold)),
             unidentified=model.axes[p.requirement.axis].unidentified(),
+            converged=model.axes[p.requirement.axis].converged,
         ))
     return out
 

@@ -59,7 +59,7 @@ class SessionCheck:
 
     name: str
     observed: np.ndarray
-    percentile: np.ndarray
+    percentile: np.ndarray  # upper-tail p: (1 + #{T_sim ≥ T_obs}) / (B + 1)
     z: np.ndarray
     sim_median: np.ndarray
     sim_low: np.ndarray
@@ -75,7 +75,8 @@ class SessionCheck:
         return not bool(self.failed.any())
 
     def failures(self) -> list[dict[str, Any]]:
-        """The failed checks: axis, statistic, observed, simulated band, percentile, z."""
+        """The failed checks: axis, statistic, observed, simulated band, upper-tail p
+        (key ``percentile``), z."""
         out = []
         for i, j in zip(*np.nonzero(self.failed), strict=True):
             out.append({
@@ -114,7 +115,7 @@ class ValidationReport:
         return [f for s in self.sessions for f in s.failures()]
 
     def rank_histogram(self, bins: int = 10) -> dict[str, list[int]]:
-        """Counts of percentiles in ``bins`` equal bins, per statistic, over sessions × axes.
+        """Counts of upper-tail p in ``bins`` equal bins, per statistic, over sessions × axes.
 
         A correct model gives a flat histogram; U-shape = spread too small, dome = too
         large, slope = bias."""
@@ -127,7 +128,7 @@ class ValidationReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary with every percentile and verdict."""
+        """JSON-ready summary with every upper-tail p (key ``percentile``) and verdict."""
         failed_axes: dict[str, list[str]] = {}  # the statistics failed in any session
         for f in self.failures():
             if f["statistic"] not in failed_axes.setdefault(f["axis"], []):
@@ -325,7 +326,7 @@ def _given_model(
     streams = np.random.default_rng(seed).spawn(n)
     given = []
     wr = model.wrong_relocalizations
-    n_relocs = int(wr.get("n_relocalizations", model.axes["x"].n_segments))
+    n_relocs = model.axes["x"].n_segments or int(wr.get("n_relocalizations", 0))  # offsets
     n_usual = n_relocs - int(wr.get("n_wrong", 0))
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
@@ -360,7 +361,7 @@ def _round(
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
         m = PoseErrorModel(f)
-        n_relocs = f.wrong.n_relocalizations
+        n_relocs = f.wrong.n_segments
         marked, shift = held_out_wrong(held, f, n_relocs - len(f.wrong.sessions), n_relocs)
         out.append(check_session(
             marked, m.params_array(), m.cov_log_array() if parameter_uncertainty else None,

@@ -91,7 +91,7 @@ class Verdict:
                     "MISFIT", f"{f['session']}/{f['axis']}",
                     f"{f['statistic']} {f['observed']:.4g} outside the simulated band "
                     f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}] "
-                    f"(percentile {100 * f['percentile']:.2f} %)",
+                    f"(upper-tail p {100 * f['percentile']:.2f} %)",
                 ))
         return out
 
@@ -251,11 +251,17 @@ def wrong_lines(found: dict[str, Any], simulated: list[dict[str, Any]] | None) -
     simulator's (None: not simulated), one per line."""
     if not found:
         return []
-    lo, hi = found["rate_ci95"]
-    head = (
-        f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
-        f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
-    )
+    if "rate" in found:
+        lo, hi = found["rate_ci95"]
+        head = (
+            f"wrong relocalizations: {found['n_wrong']} of {found['n_relocalizations']} named, "
+            f"{found['rate'] * 100:.1f} %/reloc [{lo * 100:.1f}, {hi * 100:.1f}] % (95 %)"
+        )
+    else:
+        head = (
+            f"wrong relocalizations: no relocalization: nothing to rate "
+            f"({found['n_wrong']} named)"
+        )
     if found["n_wrong"]:
         head += f", median jump {found['median_jump_m']:.2f} m"
     if simulated is not None:
