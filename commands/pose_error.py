@@ -234,7 +234,8 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
 
     requirements, how = asked
     refuse_unusable(selection.sessions, "validate")
-    model = PoseErrorModel.load(model_path) if model_path else None  # fail fast on a bad file
+    # fail fast on a bad file or a model of another sensor
+    model = PoseErrorModel.load(model_path, sensor=selection.sensor) if model_path else None
     campaign = selection.prepare()
     series = campaign.series
     uncertain = not no_parameter_uncertainty

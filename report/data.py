@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from sensorbench.errors import FitError, ModelFileError, SessionError
+from sensorbench.errors import FitError, SessionError
 from sensorbench.logs import Session
 from sensorbench.logs.model_keys import POSE_AXES
 
@@ -598,12 +598,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     model_file = None if models is None else models / "pose_error.toml"
     loaded = None
     if model_file is not None and model_file.exists():
-        loaded = PoseErrorModel.load(model_file)
-        if loaded.sensor and loaded.sensor != opts.sensor:
-            raise ModelFileError(
-                f"{model_file}: a model of sensor {loaded.sensor!r}, not of {opts.sensor!r}: "
-                "pass --sensor or the models of this sensor"
-            )
+        loaded = PoseErrorModel.load(model_file, sensor=opts.sensor)
     say("fitting the pose-error model")
     share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
 

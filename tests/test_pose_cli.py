@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import evo_peer
@@ -94,6 +95,12 @@ def test_bad_input_exits_2_with_message(sim_sessions, tmp_path):
     )
     assert r.exit_code == 2
     assert "not a pose-error model" in r.output
+    fit = tmp_path / "m.toml"
+    args = ["--sensor", "cam", "--no-align", "--time-offset", "0"]
+    assert _invoke("fit", "pose-error", *sim_sessions, *args, "-o", fit).exit_code == 0
+    replace(PoseErrorModel.load(fit), sensor="other").save(bad)  # a model of another sensor
+    r = CliRunner().invoke(cli, ["validate", *map(str, sim_sessions), *args, "--model", str(bad)])
+    assert r.exit_code == 2 and "a model of sensor 'other', not of 'cam'" in r.output, r.output
 
 
 @pytest.mark.parametrize("command", ["fit pose-error", "validate"])

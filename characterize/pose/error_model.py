@@ -791,9 +791,17 @@ class PoseErrorModel:
         return cls(axes, sensor, reference, frame, prov, wrong)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> PoseErrorModel:
-        """Read a model file written by :meth:`save` (checks kind, version and units)."""
-        return cls.from_dict(load_document(path), str(path))
+    def load(cls, path: str | os.PathLike[str], sensor: str | None = None) -> PoseErrorModel:
+        """Read a model file written by :meth:`save` (checks kind, version and units);
+        with ``sensor``, ModelFileError unless it is a model of that pose stream (or of
+        an unnamed one)."""
+        model = cls.from_dict(load_document(path), str(path))
+        if sensor is not None and model.sensor and model.sensor != sensor:
+            raise ModelFileError(
+                f"{path}: a model of sensor {model.sensor!r}, not of {sensor!r}: pass --sensor "
+                "or the model of this sensor"
+            )
+        return model
 
 
 # --------------------------------------------------------------------------- fitting
