@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.characterize.pose import gls_align
 from sensorbench.characterize.pose.allan import allan_cross_check
 from sensorbench.characterize.pose.drift import AxisStationarity, stationarity
 from sensorbench.characterize.pose.error_model import PoseErrorModel
@@ -129,6 +130,14 @@ class FitSummary:
                 f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
                 "cannot hold a session's offset out"
             )
+        fits = [(a.series.name, g) for a, g in zip(campaign.alone, campaign.own_fits, strict=True)]
+        warnings += [
+            f"{name}: the GLS time offset and frame did not converge within "
+            f"{gls_align.MAX_GLS_ITER} Gauss-Newton iterations: the offset, the frame and "
+            "their standard errors are not the optimum's"
+            for name, g in [*fits, ("the campaign", campaign.fit)]
+            if g is not None and not g.converged
+        ]
         return cls(
             campaign, model, stationarity(model, series),
             allan_cross_check(series, model.params_array()), warnings,

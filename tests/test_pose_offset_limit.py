@@ -60,3 +60,18 @@ def test_offset_inside_the_search_is_not_flagged(lagged_session, tmp_path) -> No
     (prov,) = model.provenance["alignment"].values()
     assert prov["offset_at_search_limit"] is False
     assert np.isfinite(prov["offset_s"])
+
+
+def test_a_gls_alignment_that_does_not_converge_is_flagged(lagged_session, tmp_path,
+                                                           monkeypatch) -> None:
+    """Gauss-Newton stopped at its iteration cap (here 1) and the fit went on as if it
+    had converged, without a word: the GLS fit now says so and ``fit pose-error`` warns."""
+    from sensorbench.characterize.pose import gls_align
+
+    monkeypatch.setattr(gls_align, "MAX_GLS_ITER", 1)
+    r, doc, _ = _fit(lagged_session, tmp_path, "1.0")
+    assert doc["warnings"] == [
+        "lagged: the GLS time offset and frame did not converge within 1 Gauss-Newton "
+        "iterations: the offset, the frame and their standard errors are not the optimum's"
+    ]
+    assert f"warning: {doc['warnings'][0]}" in r.stderr

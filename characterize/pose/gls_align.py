@@ -24,6 +24,9 @@ MAX_OFFSET_STEP_S = 0.05
 """Largest change of a time offset in one Gauss-Newton step (s)."""
 STEP_TOLERANCE = 0.01
 """Converged when every step is below this fraction of its parameter's standard error."""
+MAX_GLS_ITER = 12
+"""Gauss-Newton iterations of :func:`refine` at most (then :attr:`GroupFit.converged` is
+False)."""
 
 
 @dataclass
@@ -46,6 +49,7 @@ class GroupFit:
     offset_column: np.ndarray  # (S,) column of each session's offset in cov (-1: given)
     centre: np.ndarray  # (3,) m, the point the rotation increments turn about
     fit_frame: bool = True
+    converged: bool = True  # False: :data:`MAX_GLS_ITER` steps, the last not yet negligible
 
     def offset_se_s(self, i: int) -> float:
         """Standard error (s) of session ``i``'s offset; nan when it was given."""
@@ -210,7 +214,7 @@ def _normal_equations(
 def refine(
     pairs: list[tuple[PoseTrack, PoseTrack]], offsets_s: list[float], frame: Frame,
     starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True,
-    max_gap_s: float | None = None, max_iter: int = 12, fit_frame: bool = True,
+    max_gap_s: float | None = None, fit_frame: bool = True,
     wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
@@ -221,7 +225,8 @@ def refine(
     (6, 4) error-model parameters weighting the fit; ``estimate_offset``: one offset for
     all, starting at their mean (else each kept); ``wrong``: per session, the
     first-sample times of its wrong relocalizations' segments, whose offsets stay free.
-    Returns the estimate and its covariance."""
+    Returns the estimate, its covariance and whether Gauss-Newton converged within
+    :data:`MAX_GLS_ITER` iterations (if not, the last iterate)."""
     wrong = wrong or [np.zeros(0)] * len(pairs)
     sessions = [
         _Session(sen.only_valid(), ref.interpolator(), st, w)
@@ -239,8 +244,8 @@ def refine(
         return GroupFit(offsets, frame, np.zeros((0, 0)), col, np.zeros(3), fit_frame)
     centre = np.mean(np.concatenate([s.ref.ref.position for s in sessions]), axis=0)
     params = np.asarray(params, dtype=float)
-    info = np.eye(n_par)
-    for _ in range(max_iter):
+    info, converged = np.eye(n_par), False
+    for _ in range(MAX_GLS_ITER):
         info, grad = _normal_equations(
             sessions, offsets, frame, centre, params, col, n_delta, n_frame, max_gap_s
         )
@@ -257,9 +262,10 @@ def refine(
         if n_frame:
             frame = _apply(frame, step[n_delta:], centre)
         if np.all(np.abs(step) < STEP_TOLERANCE * np.sqrt(np.diag(np.linalg.inv(info)))):
+            converged = True
             break
     cov = np.linalg.inv(info)
-    return GroupFit(offsets, frame, 0.5 * (cov + cov.T), col, centre, fit_frame)
+    return GroupFit(offsets, frame, 0.5 * (cov + cov.T), col, centre, fit_frame, converged)
 
 
 PIECES = 4
