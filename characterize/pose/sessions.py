@@ -19,6 +19,7 @@ from sensorbench.characterize.pose.align import (
     PoseTrack,
     TrajectoryError,
     align_sessions,
+    carry_flags,
     estimate_time_offset,
     offset_at_limit,
     pose_errors,
@@ -48,7 +49,6 @@ from sensorbench.characterize.pose.gls_align import (
     reset_mask,
 )
 from sensorbench.characterize.pose.reloc_segments import (
-    RELOCALIZED_FLAG,
     Segmentation,
     detect_jumps,
     segment,
@@ -135,10 +135,7 @@ def _segmented(
     flags = None
     valid = sensor.only_valid()
     if valid.flags is not None:
-        seg_all = np.cumsum((valid.flags & RELOCALIZED_FLAG) > 0)
-        kept = seg_all[idx]
-        flags = np.zeros(idx.size, dtype=np.uint8)
-        flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
+        flags = carry_flags(valid.flags, idx)
     if seg is not None and starts is not None:
         seg = replace(seg, reloc=reset_mask(t, starts))
     elif seg is None or seg.reloc.size != t.size:
