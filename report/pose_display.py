@@ -118,9 +118,10 @@ class FitSummary:
         """The cross-checks and warnings of ``model`` fitted on ``campaign``."""
         series = campaign.series
         warnings = [
-            f"{ps.series.name}: time offset {1000 * ps.alignment.offset_s:+.1f} ms is at the "
-            f"search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset may "
-            "lie outside it; widen --max-offset or give --time-offset"
+            f"{ps.series.name}: the angular-rate cross-correlation that starts the GLS peaks "
+            f"at its search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset "
+            f"may lie outside it (the GLS went on to {1000 * ps.alignment.offset_s:+.1f} ms); "
+            "widen --max-offset or give --time-offset"
             for ps in campaign.prepared
             if ps.alignment.offset_at_search_limit
         ] + [

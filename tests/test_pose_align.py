@@ -199,3 +199,31 @@ def test_one_transform_for_a_campaign_keeps_each_sessions_offset() -> None:
         _, e_alone, _ = pose_errors(sensor, ref, al_alone)
         np.testing.assert_allclose(e_joint[:, :3].mean(axis=0), sign * d[:3], atol=1e-3)
         assert np.abs(e_alone[:, :3].mean(axis=0)).max() < 1e-3
+
+
+@pytest.mark.parametrize("dropped_as", ["invalid", "duplicate"])
+def test_a_flag_on_a_dropped_sample_moves_to_the_next_kept_one(dropped_as: str) -> None:
+    """Each RELOCALIZED flag sits on a sample the fit drops: an invalid pose 1 ms before
+    the relocalized one, or a second copy of the pose before it at the same stamp. The
+    flag was lost with its sample (segments merged, relocalizations 0); every one
+    now starts its segment at the relocalized pose, as the simulation placed it."""
+    from sensorbench.characterize.pose.sessions import prepare_campaign
+
+    tracks, names = pose_util.track_campaign(11, n_sessions=2, duration_s=60.0, rate_hz=10.0,
+                                             reloc_mean_s=10.0)
+    moved, truth = [], []
+    for sensor, ref in tracks:
+        at = np.flatnonzero(sensor.flags)
+        truth.append(sensor.t_s[np.r_[0, at]])
+        src = at - 1  # the copy: the pose before the relocalized one
+        t_new = sensor.t_s[src] if dropped_as == "duplicate" else sensor.t_s[at] - 1e-3
+        i = np.argsort(np.r_[2 * np.arange(sensor.t_s.size), 2 * src + 1], kind="stable")
+        valid = np.r_[np.ones(sensor.t_s.size, bool), np.full(at.size, dropped_as != "invalid")]
+        flags = np.r_[np.zeros_like(sensor.flags), np.ones(at.size, np.uint8)]
+        moved.append((PoseTrack(
+            np.r_[sensor.t_s, t_new][i], np.r_[sensor.position, sensor.position[src]][i],
+            np.r_[sensor.quat_xyzw, sensor.quat_xyzw[src]][i], valid[i], flags[i], "cam"), ref))
+    prepared = prepare_campaign(moved, names, align="none", offset_s=0.0).prepared
+    for p, t_true in zip(prepared, truth, strict=True):
+        assert p.segmentation.method == "flags"
+        np.testing.assert_array_equal(p.series.t_s[p.series.reloc], t_true)

@@ -10,6 +10,7 @@ from decimal import Decimal, getcontext
 
 import numpy as np
 import pose_util
+from scipy.stats import chi2
 
 from sensorbench.characterize.pose.allan import (
     allan_cross_check,
@@ -138,3 +139,28 @@ def test_a_sensor_that_delivers_in_bursts_has_no_allan_curve_and_no_crash() -> N
     assert got_t.size == n_terms.size == edf.size == 0 and adev.shape == (0, 6)
     check = allan_cross_check(series, pose_util.TRUTH)
     assert check["T_s"] == [] and not any(check[a]["peak_found"] for a in POSE_AXES)
+
+
+def test_sessions_at_different_rates_pool_at_their_true_averaging_time() -> None:
+    """A 10 Hz and a 100 Hz session of the same GM (τ 1 s): each was resampled at its own
+    period but labelled with the campaign's median one (0.01 s), so the 10 Hz session's
+    ADEV at 10·T was pooled at T (ADEV/model 1.19, 0.88, 0.81 at T ≈ 0.3, 1, 3 s). Now
+    the pooled curve is the model's: inside its 99 % χ² interval on the curve's own edf
+    at T = 1, 2 and 5 s (Bonferroni over 3 T × 6 axes; T ≥ 10 periods of the 10 Hz
+    session, where the continuous-time model holds for sampled data, as above)."""
+    params = np.tile([0.0, 0.02, 1.0, 0.0], (6, 1))
+    rng = np.random.default_rng(5)
+    series = []
+    for rate, duration in ((10.0, 1000.0), (100.0, 150.0)):
+        t = np.arange(0.0, duration, 1.0 / rate)
+        reloc = np.zeros(t.size, bool)
+        series.append(ErrorSeries(t, pose_util.simulate_errors(params, t, reloc, 1, rng)[0],
+                                  reloc, name=f"{rate:g} Hz"))
+    t, adev, _, edf = allan_deviation(series)
+    k = [int(np.argmin(np.abs(t - x))) for x in (1.0, 2.0, 5.0)]
+    model = model_allan_deviation(t[k], 0.02, 1.0, 0.0, 0.01)
+    q = 0.01 / (2 * 18)
+    lo, hi = (np.sqrt(chi2.ppf(p, edf[k]) / edf[k]) for p in (q, 1 - q))
+    for i in range(6):
+        assert np.all((lo < adev[k, i] / model) & (adev[k, i] / model < hi)), (
+            i, t[k], adev[k, i], model)

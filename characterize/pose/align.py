@@ -121,20 +121,29 @@ class PoseTrack:
         return self._memo("_only_valid", self._sorted_valid)
 
     def _sorted_valid(self) -> PoseTrack:
-        idx = np.flatnonzero(self.valid)
-        order = idx[np.argsort(self.t_s[idx], kind="stable")]
-        t = self.t_s[order]
-        keep = np.ones(t.size, bool)  # the first of each time (none when nothing is valid)
-        keep[1:] = np.diff(t) > 0
-        order = order[keep]
-        if order.size < 3:
+        order = np.argsort(self.t_s, kind="stable")
+        kept = np.flatnonzero(np.asarray(self.valid)[order])
+        first = np.ones(kept.size, bool)  # the first of each time (none when nothing is valid)
+        first[1:] = np.diff(self.t_s[order[kept]]) > 0
+        kept = kept[first]
+        if kept.size < 3:
             raise FitError(f"{self.name or 'track'}: fewer than 3 valid poses")
+        idx = order[kept]
         out = PoseTrack(
-            self.t_s[order], self.position[order], self.quat_xyzw[order], None,
-            None if self.flags is None else self.flags[order], self.name,
+            self.t_s[idx], self.position[idx], self.quat_xyzw[idx], None,
+            None if self.flags is None else carry_flags(self.flags[order], kept), self.name,
         )
         out._memo("_only_valid", lambda: out)
         return out
+
+
+def carry_flags(flags: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """The flags of the samples ``kept`` (ascending indices into ``flags``, in time order),
+    each with those of the samples dropped since the previous kept one OR-ed in: a flag on
+    a dropped sample moves to the next kept one."""
+    if kept.size == 0:
+        return flags[:0]
+    return np.bitwise_or.reduceat(flags[: kept[-1] + 1], np.r_[0, kept[:-1] + 1])
 
 
 RATE_SPAN_S = 0.02

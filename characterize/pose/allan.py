@@ -15,11 +15,12 @@ GM_PEAK_T_OVER_TAU = 1.89
 GM_PEAK_ADEV_OVER_SIGMA = 0.62
 
 
-def _phases(series: ErrorSeries) -> list[np.ndarray]:
-    """The pieces of ``series`` between relocalizations and gaps, each resampled onto a
-    uniform grid at the median period and summed along time: (6, n + 1) per piece, a
-    leading 0 then the running sums of each axis (the "phase" whose second differences
-    give the Allan variance)."""
+def _phases(series: ErrorSeries, dt0: float) -> list[np.ndarray]:
+    """The pieces of ``series`` between relocalizations and gaps (> 5 of its median
+    periods), each resampled onto a uniform grid every ``dt0`` s (the campaign's median
+    period, so that every session's averaging factor m is at T = m·dt0) and summed along
+    time: (6, n + 1) per piece, a leading 0 then the running sums of each axis (the
+    "phase" whose second differences give the Allan variance)."""
     t = series.t_s
     dt = np.diff(t)
     med = float(np.median(dt))
@@ -32,7 +33,7 @@ def _phases(series: ErrorSeries) -> list[np.ndarray]:
     for a, b in zip(starts, ends, strict=True):
         if b - a < 4:
             continue
-        grid = np.arange(t[a], t[b - 1] + 0.5 * med, med)
+        grid = np.arange(t[a], t[b - 1] + 0.5 * dt0, dt0)
         c = np.zeros((6, grid.size + 1))
         for i in range(6):
             np.cumsum(np.interp(grid, t[a:b], series.error[a:b, i]), out=c[i, 1:])
@@ -46,7 +47,7 @@ def allan_deviation(
     """Pooled overlapping ADEV of every axis: (T (K,) s, adev (K, 6), n_terms (K,),
     equivalent degrees of freedom (K,)); K = 0 without a gap-free piece of 4 samples."""
     dt0 = float(np.median(np.concatenate([np.diff(s.t_s) for s in series])))
-    phases = [c for s in series for c in _phases(s)]
+    phases = [c for s in series for c in _phases(s, dt0)]
     if not phases:  # no gap-free piece of 4 samples or more (a sensor that delivers in bursts)
         none = np.empty(0)
         return none, np.empty((0, 6)), none, none

@@ -19,6 +19,7 @@ from sensorbench.characterize.pose.align import (
     PoseTrack,
     TrajectoryError,
     align_sessions,
+    carry_flags,
     estimate_time_offset,
     offset_at_limit,
     pose_errors,
@@ -48,7 +49,6 @@ from sensorbench.characterize.pose.gls_align import (
     reset_mask,
 )
 from sensorbench.characterize.pose.reloc_segments import (
-    RELOCALIZED_FLAG,
     Segmentation,
     detect_jumps,
     segment,
@@ -135,10 +135,7 @@ def _segmented(
     flags = None
     valid = sensor.only_valid()
     if valid.flags is not None:
-        seg_all = np.cumsum((valid.flags & RELOCALIZED_FLAG) > 0)
-        kept = seg_all[idx]
-        flags = np.zeros(idx.size, dtype=np.uint8)
-        flags[1:][np.diff(kept) > 0] = RELOCALIZED_FLAG
+        flags = carry_flags(valid.flags, idx)
     if seg is not None and starts is not None:
         seg = replace(seg, reloc=reset_mask(t, starts))
     elif seg is None or seg.reloc.size != t.size:
@@ -252,6 +249,14 @@ ALIGN_MODES = ("auto", "campaign", "session", "none")
 """``--align``: one transform for all sessions, one per session, or none."""
 XCORR_STEP_S = 0.01
 """Grid and lag step of the rate cross-correlation that starts the offset's GLS (s)."""
+REFIT_SE = 10.0
+"""A session's GLS offset this many se (or more) from where it started: its weighting model
+was fitted to errors that offset far off, and is fitted anew (:func:`_own_alignment`). An
+offset k se off adds a whitened energy k² to its 6 N residuals: ≤ 100/6N (< 2 % from
+N = 1000) when not refitted."""
+OWN_REFITS = 3
+"""Refits (:data:`REFIT_SE`) of a session's own GLS at most; each GLS moves the offset by up
+to MAX_GLS_ITER × MAX_OFFSET_STEP_S (0.6 s)."""
 OFFSET_CONSISTENCY_ALPHA = 0.01
 """Sessions' own time offsets that differ at this level are not pooled (:class:`TimeOffset`)."""
 
@@ -499,9 +504,9 @@ def prepare_campaign(
     ]
     alone = [
         _carried(tr, ps, al, max_gap_s, names[i], (g, 0, f"own {i}"))
-        for i, (tr, ps, (al, _, g)) in enumerate(zip(tracks, start, own, strict=True))
+        for i, (tr, (al, _, g, ps)) in enumerate(zip(tracks, own, strict=True))
     ]
-    offset = _campaign_offset(alone, xcorr, [d for _, d, _ in own], estimate)
+    offset = _campaign_offset(alone, xcorr, [d for _, d, *_ in own], estimate)
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
         # the map check needs no error model: rate-correlated offsets, Umeyama frames
@@ -509,7 +514,7 @@ def prepare_campaign(
             tracks, names, [al.offset_s for al in first], start, mode, max_gap_s, frame_alpha
         )
     camp = PreparedCampaign(
-        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, [g for *_, g in own]
+        [], check, offset, tracks, kept, alone, align, mode, max_gap_s, [g for _, _, g, _ in own]
     )
     alignments = _kept_alignments(camp, estimate)
     evo = _evo_alignments(tracks, kept, alignments, mode, align, max_gap_s)
@@ -529,23 +534,37 @@ def prepare_campaign(
 def _own_alignment(
     tr: tuple[PoseTrack, PoseTrack], ps: PreparedSession, fit: GroupFits, mode: str,
     xcorr: tuple[float, float], max_offset_s: float | None, max_gap_s: float | None,
-) -> tuple[Alignment, OffsetDrift | None, GroupFit]:
-    """A session's own offset and frame by GLS, weighted by its own model ``fit``.
+) -> tuple[Alignment, OffsetDrift | None, GroupFit, PreparedSession]:
+    """A session's own offset and frame by GLS from its cross-correlation peak, weighted by
+    its own model ``fit``; while the offset moves more than :data:`REFIT_SE` se, or the GLS
+    stops unconverged, the session is segmented and its model fitted anew at the GLS
+    estimate and the GLS goes on from there (:data:`OWN_REFITS` times at most).
 
     ``max_offset_s``: the offset search's bound (s) when the offset is estimated, None when
-    given. Returns the alignment (se inflated by drift), that drift and the GLS fit."""
-    al = ps.alignment
-    params = np.stack([fit[a].values for a in POSE_AXES])
-    starts = ps.series.reloc_times_s()
-    g = refine(
-        [tr], [al.offset_s], _frame_of(al, mode), [starts], params,
-        estimate_offset=max_offset_s is not None, max_gap_s=max_gap_s,
-        wrong=[ps.series.t_s[fit.wrong.masks[0]]],
-    )
+    given. Returns the alignment (se inflated by drift), that drift, the GLS fit and the
+    session as last segmented."""
+    al, name = ps.alignment, ps.series.name
+    for k in range(OWN_REFITS + 1):
+        params = np.stack([fit[a].values for a in POSE_AXES])
+        starts = ps.series.reloc_times_s()
+        g = refine(
+            [tr], [al.offset_s], _frame_of(al, mode), [starts], params,
+            estimate_offset=max_offset_s is not None, max_gap_s=max_gap_s,
+            wrong=[ps.series.t_s[fit.wrong.masks[0]]],
+        )
+        moved = abs(float(g.offsets_s[0]) - al.offset_s)
+        if max_offset_s is None or k == OWN_REFITS or (
+            g.converged and moved <= REFIT_SE * g.offset_se_s(0)
+        ):
+            break
+        # the model weighting the GLS, fitted to the errors at the new offset
+        al = _with_frame(al, float(g.offsets_s[0]), g.frame, g.offset_se_s(0))
+        ps = _segmented(*tr, al, name, max_gap_s, ps.source, mean_group=name)
+        fit = fit_groups([ps.series], [[0]])[0]
     se = g.offset_se_s(0)
     own = _with_frame(al, float(g.offsets_s[0]), g.frame, se)
     if max_offset_s is None:
-        return own, None, g
+        return own, None, g, ps
     drift = offset_pieces(tr, float(g.offsets_s[0]), g.frame, starts, params, max_gap_s)
     se *= 1.0 if drift is None else drift.inflation
     own = replace(
@@ -555,7 +574,7 @@ def _own_alignment(
         max_offset_s=max_offset_s, rate_window_s=rate_window_s(*tr),
     )
     _mark_unstable(*tr, ps, se, max_gap_s)
-    return own, drift, g
+    return own, drift, g, ps
 
 
 def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignment]:
