@@ -30,9 +30,11 @@ def test_pose_streams_without_a_valid_sample_are_refused(session, tmp_path, comm
     with h5py.File(path, "r+") as f:
         for name in ("mocap", "pose_sensor"):
             f[f"pose/{name}/valid"][...] = False
+    model = tmp_path / "pose_error.toml"  # a model file of this session's sensor
+    model.write_text(Path(MODEL).read_text().replace('sensor = "cam"', 'sensor = "pose_sensor"'))
     args = {"fit pose-error": ["fit", "pose-error", str(path), "--sensor", "pose_sensor",
                                "-o", str(tmp_path / "m.toml")],
-            "validate": ["validate", str(path), "--sensor", "pose_sensor", "--model", MODEL],
+            "validate": ["validate", str(path), "--sensor", "pose_sensor", "--model", str(model)],
             "report": ["report", str(path), "-o", str(tmp_path / "r")]}[command]  # fmt: skip
     done = CliRunner().invoke(cli, args)
     assert done.exception is None or isinstance(done.exception, SystemExit), done.exc_info
