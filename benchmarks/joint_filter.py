@@ -38,11 +38,9 @@ matches finite differences and on data drawn from its own model the mean NIS is
 Without absolute aiding neither filter can beat dead reckoning by much: the
 position error is the odometry's own drift (slip, scale), common to both.
 
-Cost: :meth:`JointFilter.run` is a Python loop of numpy calls (the form the tests
-check); :meth:`JointFilter.run_compiled` runs the same loop compiled with numba
-(:func:`_joint_loop`), as the split filters' loop is, to the same numbers up to rounding
-(``tests/test_fusion_joint_filter.py``). ``bench --only filters`` times the compiled one,
-so its joint/split cost compares the algorithms.
+Cost: :meth:`JointFilter.run`'s loop is compiled with numba (:func:`_joint_loop`), as
+the split filters' is, so ``bench --only filters``'s joint/split cost compares the
+algorithms.
 
 Noise: r_x, r_y are fitted for the split filters' *world*-frame x and y; this
 filter applies them to the *body*-frame chord. What it would need is the
@@ -59,7 +57,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numba
 import numpy as np
@@ -71,46 +68,6 @@ from sensorbench.fusion.pod_kinematics import integrate_path, se2_exp
 from sensorbench.fusion.split_filter import frame_steps
 
 NIS_GATE_3D_99 = 11.34
-
-
-def clip_to_gate(nu: Any, s: Any, gate: float) -> Any:
-    """The innovation limited to the gate's bound ±√(gate·s) (scalar or elementwise)."""
-    bound = np.sqrt(gate * s) if isinstance(s, np.ndarray) else math.sqrt(gate * s)
-    return np.clip(nu, -bound, bound) if isinstance(nu, np.ndarray) else max(-bound, min(nu, bound))
-
-
-class RejectStreak:
-    """Consecutive rejected measurements and the odometry they replaced.
-
-    ``anchor`` is the odometry (a float or an array) before the streak's first rejection;
-    ``raw`` the sum of the raw odometry steps the streak did not apply.
-    """
-
-    def __init__(self, max_rejects: int) -> None:
-        self.max_rejects = int(max_rejects)
-        self.count = 0
-        self.anchor: Any = 0.0
-        self.raw: Any = 0.0
-
-    @property
-    def forced(self) -> bool:
-        """True when the next measurement must be applied whatever its NIS."""
-        return self.count >= self.max_rejects
-
-    def reject(self, odometry: Any, raw_step: Any) -> None:
-        """Record a rejected step taken from ``odometry`` with raw increment ``raw_step``."""
-        if self.count == 0:
-            self.anchor, self.raw = odometry, 0.0 * raw_step
-        self.count += 1
-        self.raw = self.raw + raw_step
-
-    def restored(self) -> Any:
-        """The odometry as if the streak's steps had been applied."""
-        return self.anchor + self.raw
-
-    def accept(self) -> None:
-        """A measurement was applied: the streak ends."""
-        self.count = 0
 
 
 def chord_measurement(
@@ -155,9 +112,9 @@ def _joint_loop(
     start: np.ndarray,
     consts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """The loop of :meth:`JointFilter.run` compiled, step for step the same arithmetic
-    (the same matrix products, inverse, gate, clipping and reject streak) on its
-    prepared inputs: ``start`` = pose0 (3) and var0 (3), ``consts`` = var_v0, gate,
+    """The loop of :meth:`JointFilter.run` (per step: the prediction, the 3-D gated
+    update, the per-component clipping of a rejected innovation, the reject streak) on
+    its prepared inputs: ``start`` = pose0 (3) and var0 (3), ``consts`` = var_v0, gate,
     component gate, max_rejects. Returns poses, velocities, covariances, NIS,
     acceptance and resets."""
     var_v0, gate, component_gate, max_rejects = consts[0], consts[1], consts[2], consts[3]
@@ -297,24 +254,6 @@ class JointFilter:
         u_steps = np.column_stack([observed_accel(dt, w) for _, w in axes])
         return t, inc, dt, chord, q_steps, u_steps, r
 
-    def run_compiled(
-        self,
-        t_s: np.ndarray,
-        body_increments: np.ndarray,
-        pose0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-        var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
-        var_v0: float = 1.0,
-    ) -> JointResult:
-        """:meth:`run` with its loop compiled (:func:`_joint_loop`): the same inputs and
-        steps, the same numbers to rounding (``tests/test_fusion_joint_filter.py``)."""
-        t, inc, dt, chord, q_steps, u_steps, r = self._inputs(t_s, body_increments, pose0)
-        start = np.array([*pose0, *var0], dtype=float)
-        consts = np.array([var_v0, self.gate, self.component_gate, self.max_rejects], float)
-        poses, vels, covs, nis, accepted, resets = _joint_loop(
-            dt, inc, chord, q_steps, u_steps, r, start, consts
-        )
-        return JointResult(t, poses, vels, covs, nis, accepted, int(resets))
-
     def run(
         self,
         t_s: np.ndarray,
@@ -323,85 +262,12 @@ class JointFilter:
         var0: tuple[float, float, float] = (0.0, 0.0, 0.0),
         var_v0: float = 1.0,
     ) -> JointResult:
-        """Replay K frames of body increments (m, m, rad) between K+1 frame times (s)."""
+        """Replay K frames of body increments (m, m, rad) between K+1 frame times (s),
+        from ``pose0`` with variances ``var0`` and velocity variance ``var_v0``."""
         t, inc, dt, chord, q_steps, u_steps, r = self._inputs(t_s, body_increments, pose0)
-        k_n = dt.size
-        s = np.zeros(6)
-        s[:3] = pose0
-        o = np.array(pose0, dtype=float)
-        P = np.zeros((6, 6))
-        P[:3, :3] = np.diag(var0)
-        P[3:, 3:] = np.eye(3) * var_v0
-        poses = np.empty((k_n + 1, 3))
-        vels = np.empty((k_n + 1, 3))
-        covs = np.empty((k_n + 1, 6, 6))
-        nis = np.full(k_n, np.nan)
-        accepted = np.ones(k_n, dtype=bool)
-        poses[0], vels[0], covs[0] = s[:3], s[3:], P
-        eye6 = np.eye(6)
-        streak = RejectStreak(self.max_rejects)
-        resets = 0
-        F = eye6.copy()
-        G = np.zeros((6, 3))
-        G[3:] = np.eye(3)
-        for k in range(k_n):
-            h = dt[k]
-            F[0, 3] = F[1, 4] = F[2, 5] = h
-            G[:3] = np.eye(3) * h
-            s_prev = s
-            s = F @ s
-            s[:3] += 0.5 * u_steps[k] * h * h
-            s[3:] += u_steps[k] * h
-            P = F @ P @ F.T + (G * (q_steps[k] * h)) @ G.T
-            z = inc[k]
-            if not np.all(np.isfinite(z)):
-                o = o + (s[:3] - s_prev[:3])
-                poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
-                continue
-            phi = s[2] - s[5] * h
-            c, sn = math.cos(phi), math.sin(phi)
-            pred, H = chord_measurement(s, o, h)
-            nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
-            S = H @ P @ H.T + r
-            S_inv = np.linalg.inv(S)
-            d2 = float(nu @ S_inv @ nu)
-            nis[k] = d2
-            if streak.forced:
-                # the model, not the data, was wrong: restore the streak's odometry,
-                # reset the velocity variance and apply this step
-                o = streak.restored()
-                P[3:, 3:] = np.maximum(P[3:, 3:], np.eye(3) * var_v0)
-                pred, H = chord_measurement(s, o, h)
-                nu = np.array([chord[k, 0], chord[k, 1], z[2]]) - pred
-                S_inv = np.linalg.inv(H @ P @ H.T + r)
-                d2 = 0.0
-                resets += 1
-            raw_step = np.array(
-                [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
-            )
-            if d2 <= self.gate:
-                streak.accept()
-                K = P @ H.T @ S_inv
-                s = s + K @ nu
-                IKH = eye6 - K @ H
-                P = IKH @ P @ IKH.T + K @ r @ K.T
-                phi = s[2] - s[5] * h
-                c, sn = math.cos(phi), math.sin(phi)
-                o = o + np.array(
-                    [c * chord[k, 0] - sn * chord[k, 1], sn * chord[k, 0] + c * chord[k, 1], z[2]]
-                )
-            else:
-                accepted[k] = False
-                streak.reject(o, raw_step)
-                # never applied: the anchor moves to the odometry pose the step would
-                # give, p⁻ + R(φ)·ν, each component of ν clipped to its own bound
-                nu_c = clip_to_gate(nu, np.diag(S), self.component_gate)
-                o = np.array(
-                    [
-                        s[0] + c * nu_c[0] - sn * nu_c[1],
-                        s[1] + sn * nu_c[0] + c * nu_c[1],
-                        s[2] + nu_c[2],
-                    ]
-                )
-            poses[k + 1], vels[k + 1], covs[k + 1] = s[:3], s[3:], P
-        return JointResult(t, poses, vels, covs, nis, accepted, resets)
+        start = np.array([*pose0, *var0], dtype=float)
+        consts = np.array([var_v0, self.gate, self.component_gate, self.max_rejects], float)
+        poses, vels, covs, nis, accepted, resets = _joint_loop(
+            dt, inc, chord, q_steps, u_steps, r, start, consts
+        )
+        return JointResult(t, poses, vels, covs, nis, accepted, int(resets))

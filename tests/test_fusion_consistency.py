@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from pods_util import propagate_drift
 
-from sensorbench.benchmarks.joint_filter import RejectStreak, clip_to_gate
 from sensorbench.characterize.pods.drift_fit import DriftFit, fit_drift
 from sensorbench.fusion.axis_loop import predict_pv, update_p
 from sensorbench.fusion.consistency import (
@@ -50,21 +49,6 @@ def test_scalar_kernels_equal_the_matrix_form() -> None:
         got = update_p(*got, nu, S)
         want = [xu[0], xu[1], Pu[0, 0], Pu[0, 1], Pu[1, 1]]
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
-
-
-def test_gate_clip_and_reject_streak() -> None:
-    assert clip_to_gate(10.0, 4.0, 9.0) == 6.0 and clip_to_gate(-10.0, 4.0, 9.0) == -6.0
-    assert clip_to_gate(1.0, 4.0, 9.0) == 1.0
-    np.testing.assert_allclose(
-        clip_to_gate(np.array([5.0, -1.0]), np.array([1.0, 1.0]), 4.0), [2.0, -1.0]
-    )
-    st = RejectStreak(2)
-    st.reject(1.0, 0.5)
-    assert not st.forced
-    st.reject(9.0, 0.25)  # the anchor is the odometry before the streak's first rejection
-    assert st.forced and st.restored() == 1.75
-    st.accept()
-    assert not st.forced
 
 
 def test_drift_propagation_matches_monte_carlo_of_the_linearised_model() -> None:
