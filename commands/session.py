@@ -280,7 +280,10 @@ def export_cmd(session: Path, name: str | None, fmt: str, output: Path, skip_inv
             from sensorbench.fusion.pod_kinematics import load_pod_model
 
             noise = load_noise_model(noise_path) if noise_path else FilterNoise.default()
-            odometry = replay_session(session, load_pod_model(pods_path), noise).odometry_track()
+            geometry = load_pod_model(pods_path)
+            for why in noise.drift_warnings(geometry):
+                click.echo(f"warning: {why}", err=True)
+            odometry = replay_session(session, geometry, noise).odometry_track()
         with (
             atomic_output(output, force=force, inputs=[session]) as tmp,
             progress_bar(f"writing {output.name}") as progress,

@@ -63,7 +63,8 @@ def test_a_drift_coefficient_the_drives_did_not_identify_is_marked_and_replay_an
 ) -> None:
     """Drives that never turn identify no variance per radian turned: the model file
     stored it as 0.0 unmarked, and replay and live ran without that term, overconfident,
-    without a word. The file now lists what was identified, and both name what was not."""
+    without a word. The file now lists what was identified, and replay, live and export's
+    replayed odometry name what was not."""
     from click.testing import CliRunner
     from pods_sim_util import simulate
 
@@ -97,6 +98,11 @@ def test_a_drift_coefficient_the_drives_did_not_identify_is_marked_and_replay_an
     load_models(robot, pods, noise)  # what `live` loads
     live = [f"warning: {w.removeprefix('WARNING, ')}" for w in warned]
     assert capsys.readouterr().err.splitlines() == live
+    args = ["export", str(drives[0]), "--format", "mcap", "-o", str(tmp_path / "o.mcap"),
+            "--pods", str(pods), "--noise", str(noise)]  # fmt: skip
+    done = CliRunner().invoke(cli, args)  # the filters' odometry replayed into the MCAP
+    assert done.exit_code == 0, done.output
+    assert [line for line in done.output.splitlines() if line.startswith("warning:")] == live
     # a file written before the marker: taken as identified, no warning
     noise.write_text("".join(line for line in noise.read_text().splitlines(keepends=True)
                              if not line.startswith("identified =")))  # fmt: skip
