@@ -126,7 +126,8 @@ def test_wrong_relocalizations_named_beside_the_simulated(demo: dict) -> None:
         demo["wrong_relocalizations"]["named"],
         demo["wrong_relocalizations"]["simulated"],
     )
-    assert named["n_relocalizations"] >= 3 and simulated is not None
+    # the campaign relocalizes (the rate is per relocalization, session starts not counted)
+    assert named["n_relocalizations"] >= 1 and simulated is not None
     lo, hi = named["rate_ci95"]
     assert 0.0 <= lo <= named["rate"] <= hi <= 1.0
     for w in simulated:
