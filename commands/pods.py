@@ -161,15 +161,12 @@ class _ReplayModels:
         return str(self.noise_path) if self.noise_path else "untuned defaults"
 
     def load(self) -> tuple[Any, Any, Any]:
-        """The geometry, the noise and the aid model (None without a pose-error model)."""
-        from sensorbench.characterize.pose.error_model import PoseErrorModel
-        from sensorbench.fusion.filter_noise import FilterNoise, load_noise_model
-        from sensorbench.fusion.pod_kinematics import load_pod_model
+        """The geometry, the noise and the aid model (None without a pose-error model),
+        loaded as ``live`` loads them."""
+        from sensorbench.live.odometry import OdometryModels
 
-        noise = load_noise_model(self.noise_path) if self.noise_path else FilterNoise.default()
-        pose = self.pose_model_path
-        aid = PoseErrorModel.load(pose).aid_model() if pose else None
-        return load_pod_model(self.pods_path), noise, aid
+        m = OdometryModels.from_files(self.pods_path, self.noise_path, self.pose_model_path)
+        return m.geometry, m.noise, m.aid_model
 
 
 @cli.command("replay")
