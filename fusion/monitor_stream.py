@@ -42,7 +42,7 @@ class NisMonitorStream:
         self._flag = False  # the latest update's window above the threshold
         self._age = -1  # frames since the latest update (−1: none yet)
 
-    def push(self, nis: np.ndarray) -> tuple[list[bool], list[int], list[int]]:
+    def push(self, nis: np.ndarray | list[float]) -> tuple[list[bool], list[int], list[int]]:
         """The NIS of the next frames (nan: no update at that frame).
 
         Returns:
@@ -53,7 +53,7 @@ class NisMonitorStream:
         clears: list[int] = []
         flags = []
         sums = self._sums
-        for v in np.asarray(nis, dtype=float).tolist():
+        for v in nis if isinstance(nis, list) else np.asarray(nis, dtype=float).tolist():
             if math.isfinite(v):
                 total = sums[-1] + min(v, self.gate)
                 full = self._n_updates >= self.window - 1

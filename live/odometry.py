@@ -36,6 +36,7 @@ from sensorbench.fusion.pod_kinematics import (
     increments_inverse,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter
+from sensorbench.fusion.split_frame import FrameStepper
 from sensorbench.live.latency import LatencyLog
 from sensorbench.live.udp import PREDICTED, PoseDatagram, wrap_yaw
 from sensorbench.logs import EncoderBatch, PoseBatch, PoseFlag, SessionWriter
@@ -43,7 +44,6 @@ from sensorbench.logs.model_keys import AXES
 from sensorbench.logs.schema import ESTIMATE_STREAM
 
 DEGRADED, COASTING = int(PoseFlag.DEGRADED), int(PoseFlag.COASTING)
-NOT_COASTING = np.zeros(1, bool)
 
 _STOP = object()
 RECORD_S = 0.1
@@ -55,13 +55,13 @@ COAST_S = 0.1
 
 
 def estimate_rows(
-    t0_ns: int, t_s: np.ndarray, degraded: list[bool], coasting: np.ndarray
+    t0_ns: int, t_s: list[float], degraded: list[bool], coasting: list[bool]
 ) -> tuple[list[int], list[int]]:
     """:func:`~sensorbench.fusion.estimate_stream.estimate_times_ns` (ns) and
     :func:`~sensorbench.fusion.estimate_stream.estimate_flags` of a step's frames (times
     ``t_s``, s) in scalars, bit for bit: a live step holds a frame or a few."""
-    t_ns = [t0_ns + round(t * 1e9) for t in t_s.tolist()]
-    bits = zip(degraded, coasting.tolist(), strict=True)
+    t_ns = [t0_ns + round(t * 1e9) for t in t_s]
+    bits = zip(degraded, coasting, strict=True)
     return t_ns, [DEGRADED * d | COASTING * c for d, c in bits]
 
 
@@ -118,6 +118,9 @@ class OdometryModels:
         filters = SplitFilter(self.noise, gate=self.gate, aid_model=self.aid_model)
         period = 0.05 if self.aid_model is not None else None
         state = filters.start(0.0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.geometry, period)
+        if FrameStepper.takes(filters, state):
+            FrameStepper(filters, state).step(np.array([0.005]), np.zeros((1, 3)))
+            return
         aid = None
         if self.aid_model is not None:
             aid = Aiding(np.array([0.005]), np.zeros((1, 3)), np.ones(1, bool), np.zeros(1, bool))
@@ -189,7 +192,8 @@ class OdometryWorker:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._ended = False
-        self._state: FilterState | None = None
+        self._state: FilterState | None = None  # None while the stepper runs them
+        self._stepper: FrameStepper | None = None
         self._pending: list[OdometryFrames] = []
         self._arrivals: list[int] = []
         self._aid: list[PoseBatch] = []
@@ -270,17 +274,42 @@ class OdometryWorker:
         if odo.start_t_s is None or odo.t0_ns is None:
             return
         aid = self.aid_period_s if self.models.aid_model is not None else None
-        self._state = self.filter.start(
+        state = self.filter.start(
             odo.start_t_s, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), self.models.geometry, aid
         )
-        t_ns, flags = estimate_rows(odo.t0_ns, np.array([odo.start_t_s]), [False], NOT_COASTING)
-        self._record(t_ns, np.zeros((1, 3)), np.zeros((1, 3)), flags)
+        if FrameStepper.takes(self.filter, state):
+            self._stepper = FrameStepper(self.filter, state)
+        else:
+            self._state = state
+        t_ns, flags = estimate_rows(odo.t0_ns, [odo.start_t_s], [False], [False])
+        self._record(t_ns, [[0.0] * 3], [[0.0] * 3], flags)
 
-    def _step(self, final: bool) -> None:
-        if self._state is None:
-            self._start_filters()
+    def _filter(self, frames: OdometryFrames) -> list[list[float]] | None:
+        """Step the filters over ``frames``: each frame's
+        :data:`~sensorbench.fusion.split_frame.OUT` outputs, None before they started."""
+        inc = body_increments_few(self._inverse, frames.dn.tolist())
+        if self._stepper is not None:
+            return self._stepper.step(frames.t_s, np.array(inc)).tolist()
         state, odo = self._state, self.stream
         if state is None or odo.t0_ns is None:
+            return None
+        aiding, filtered_s = self._aiding(), state.t_s
+        state, result = self.filter.step(state, FrameChunk(frames.t_s, np.array(inc), aiding))
+        self._state = state
+        late = (state.aid.late if state.aid is not None else 0) - self.counters.aid_late
+        if late > 0 and aiding is not None:
+            self._late(late, aiding.t_s[aiding.t_s <= filtered_s], odo.t0_ns)
+        tracks = [result.tracks[a] for a in AXES]
+        return np.column_stack(
+            [result.pose[1:], result.velocity[1:], result.var[1:], *(t.var_v[1:] for t in tracks),
+             *(t.nis_chi2 for t in tracks), np.diff(result.t_s)]
+        ).tolist()  # fmt: skip
+
+    def _step(self, final: bool) -> None:
+        if self._state is None and self._stepper is None:
+            self._start_filters()
+        odo = self.stream
+        if (self._state is None and self._stepper is None) or odo.t0_ns is None:
             return
         pending, self._pending = self._pending, []
         frames = pending[0] if len(pending) == 1 else OdometryFrames.concat(pending, odo.n_counts)
@@ -288,31 +317,27 @@ class OdometryWorker:
             frames = self._hold_for_aiding(frames)
         if len(frames) == 0:
             return
-        inc = np.array(body_increments_few(self._inverse, frames.dn.tolist()))
-        aiding, filtered_s = self._aiding(), state.t_s
-        state, result = self.filter.step(state, FrameChunk(frames.t_s, inc, aiding))
-        self._state = state
-        late = (state.aid.late if state.aid is not None else 0) - self.counters.aid_late
-        if late > 0 and aiding is not None:
-            self._late(late, aiding.t_s[aiding.t_s <= filtered_s], odo.t0_ns)
+        rows = self._filter(frames)
+        if rows is None:
+            return
         found: list[tuple[int, str, str]] = []
         ds = []
-        for a, mon in self.monitors.items():
-            d, onsets, clears = mon.push(result.tracks[a].nis_chi2)
+        for j, (a, mon) in enumerate(self.monitors.items()):
+            d, onsets, clears = mon.push([r[12 + j] for r in rows])
             ds.append(d)
             found += [(i, a, "degraded") for i in onsets] + [(i, a, "consistent") for i in clears]
         degraded = [any(r) for r in zip(*ds, strict=True)]
-        t_ns, flags = estimate_rows(odo.t0_ns, frames.t_s, degraded, result.coasting)
+        stale = self.filter.stale_s
+        t_ns, flags = estimate_rows(odo.t0_ns, frames.t_s.tolist(), degraded,
+                                    [r[15] > stale for r in rows])  # fmt: skip
         base = self.counters.frames  # frames before this step (the start frame is not one)
         events = [(t_ns[i - base], a, kind) for i, a, kind in found]
         # the first step holds the frame clock's warm-up (a second of frames): its frames
         # did not wait on the filters, so they count in no latency
         arrivals = tuple(self._arrivals) if self.counters.steps > 0 else ()
         self._arrivals = []
-        vvar = list(zip(*(result.tracks[a].var_v[1:].tolist() for a in AXES), strict=True))
-        self._publish(t_ns, result.pose[1:], result.velocity[1:], result.var[1:], flags,
-                      arrivals, vvar)  # fmt: skip
-        self._record(t_ns, result.pose[1:], result.var[1:], flags)
+        self._publish(t_ns, rows, flags, arrivals)
+        self._record(t_ns, [r[0:3] for r in rows], [r[6:9] for r in rows], flags)
         if self.writer is not None and events:
             write_monitor_events(self.writer, sorted(events))
         self.counters.steps += 1
@@ -363,7 +388,8 @@ class OdometryWorker:
             relocalized=(pb.flags & int(PoseFlag.RELOCALIZED)) != 0,
         )
 
-    def _record(self, t_ns: list[int], pose: np.ndarray, var: np.ndarray, flags: list[int]) -> None:
+    def _record(self, t_ns: list[int], pose: list[list[float]], var: list[list[float]],
+                flags: list[int]) -> None:  # fmt: skip
         """Hold estimate rows (times ns, poses m and rad, variances m² and rad², flags)."""
         if self.writer is not None:
             self._held.append((t_ns, pose, var, flags))
@@ -377,29 +403,28 @@ class OdometryWorker:
             return
         parts, self._held = self._held, []
         self._recorded_ns = now
-        t_ns, pose, var, flags = (np.concatenate(c) for c in zip(*parts, strict=True))
-        batch = estimate_batch(t_ns.astype(np.int64), pose, var, flags.astype(np.uint8))
+        t_ns, pose, var, flags = ([x for p in c for x in p] for c in zip(*parts, strict=True))
+        batch = estimate_batch(np.array(t_ns, np.int64), np.array(pose, float).reshape(-1, 3),
+                               np.array(var, float).reshape(-1, 3), np.array(flags, np.uint8))
         self.writer.append_pose(ESTIMATE_STREAM, batch)
 
-    def _publish(self, t_ns: list[int], pose: np.ndarray, velocity: np.ndarray,
-                 var: np.ndarray, flags: list[int], arrivals: tuple[int, ...],
-                 velocity_var: list[tuple[float, ...]], frames: int = 1) -> None:  # fmt: skip
-        """One datagram per row (times ns; poses m, rad; velocities m/s, rad/s; variances
-        m², rad², velocity variances m²/s², rad²/s²; ``frames`` filtered per row): one call."""
+    def _publish(self, t_ns: list[int], rows: list[list[float]], flags: list[int],
+                 arrivals: tuple[int, ...], frames: int = 1) -> None:  # fmt: skip
+        """One datagram per row (times ns; :data:`~sensorbench.fusion.split_frame.OUT`
+        outputs: poses m, rad; velocities m/s, rad/s; variances m², rad², velocity
+        variances m²/s², rad²/s²; ``frames`` filtered per row): one call."""
         wall = time.time_ns() - time.monotonic_ns()
-        rows = zip(t_ns, pose.tolist(), velocity.tolist(), var.tolist(), flags, strict=True)
         datagrams = [
-            PoseDatagram(f, frames, 0, t, wall + t, (x, y, wrap_yaw(yaw)), (vx, vy, wz),
-                         (sx, 0.0, 0.0, sy, 0.0, syaw))
-            for t, (x, y, yaw), (vx, vy, wz), (sx, sy, syaw), f in rows
+            PoseDatagram(f, frames, 0, t, wall + t, (r[0], r[1], wrap_yaw(r[2])),
+                         (r[3], r[4], r[5]), (r[6], 0.0, 0.0, r[7], 0.0, r[8]))
+            for t, r, f in zip(t_ns, rows, flags, strict=True)
         ]
-        self.publish(datagrams, velocity_var, arrivals)
+        self.publish(datagrams, [(r[9], r[10], r[11]) for r in rows], arrivals)
 
     def _coast(self) -> None:
         """While the pods are silent: publish the prediction every :data:`COAST_S`."""
-        state = self._state
         now = time.monotonic_ns()
-        if state is None or self.stream.t0_ns is None:
+        if (self._state is None and self._stepper is None) or self.stream.t0_ns is None:
             return
         silent_s = (now - self._last_frame_ns) / 1e9
         if silent_s < COAST_S or (now - self._last_pred_ns) / 1e9 < COAST_S:
@@ -408,14 +433,16 @@ class OdometryWorker:
             self.counters.coasting = True
             self._event("note", f"no pod frame for {silent_s:.2f} s: publishing the prediction")
         self._last_pred_ns = now
+        state = self._stepper.state() if self._stepper is not None else self._state
+        assert state is not None
         loops = [(state.axis(a).loop, self.models.noise.axis(a).q) for a in AXES]
         pred = [predict_pv(o.p + o.b, o.v, o.ppp + o.pbb, o.ppv, o.pvv, q, silent_s)
                 for o, q in loops]  # fmt: skip
-        pose, vel, var, vvar = (np.array([[float(p[i]) for p in pred]]) for i in (0, 1, 2, 4))
-        (t_ns,), _ = estimate_rows(self.stream.t0_ns, np.array([state.t_s]), [False], NOT_COASTING)
+        row = [float(p[i]) for i in (0, 1, 2, 4) for p in pred]
+        (t_ns,), _ = estimate_rows(self.stream.t0_ns, [state.t_s], [False], [False])
         self.counters.predictions += 1
         t_pred = [t_ns + int(silent_s * 1e9)]
-        self._publish(t_pred, pose, vel, var, [PREDICTED], (), [tuple(vvar[0])], frames=0)
+        self._publish(t_pred, [row], [PREDICTED], (), frames=0)
 
     def _event(self, kind: str, message: str, t_ns: int | None = None) -> None:
         """Write an event at ``t_ns`` (session ns; None: now)."""

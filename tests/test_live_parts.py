@@ -355,7 +355,7 @@ def test_a_steps_estimate_rows_in_scalars_are_the_vectorised_ones_bit_for_bit() 
                           np.arange(n) * 0.005])  # fmt: skip
     degraded, coasting = rng.random(t_s.size) < 0.3, rng.random(t_s.size) < 0.3
     t0_ns = 1_234_567_890_123_456
-    t_ns, flags = estimate_rows(t0_ns, t_s, degraded.tolist(), coasting)
+    t_ns, flags = estimate_rows(t0_ns, t_s.tolist(), degraded.tolist(), coasting.tolist())
     assert t_ns == estimate_times_ns(t0_ns, t_s).tolist()
     assert flags == estimate_flags(degraded, coasting).tolist()
     assert set(flags) == {0, 4, 8, 4 | 8}
