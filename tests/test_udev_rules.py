@@ -348,6 +348,35 @@ def test_install_writes_file_reloads_and_triggers(tmp_path):
     assert install_rules(GOLDEN, rules_dir=tmp_path, runner=FakeRunner(), is_root=True).replaced
 
 
+def test_install_never_replaces_other_rules_without_force(tmp_path):
+    """A rules file of that name with other contents (a hand-edited one, another robot's)
+    was silently replaced; it is refused now, root or not, and kept byte for byte."""
+    target = tmp_path / "70-sensorbench.rules"
+    theirs = 'SUBSYSTEM=="tty", KERNELS=="1-1.5", SYMLINK+="gps"\n'
+    target.write_text(theirs)
+    for root in (True, False):
+        runner = FakeRunner()
+        with pytest.raises(UdevError, match=r"already exists with other contents.*--force"):
+            install_rules(GOLDEN, rules_dir=tmp_path, runner=runner, is_root=root)
+        assert target.read_text() == theirs and runner.calls == []
+    masked = tmp_path / "masked"
+    masked.mkdir()
+    (masked / "70-sensorbench.rules").symlink_to("/dev/null")  # a mask: not ours either
+    with pytest.raises(UdevError, match="already exists"):
+        install_rules(GOLDEN, rules_dir=masked, runner=FakeRunner(), is_root=True)
+    assert (masked / "70-sensorbench.rules").is_symlink()
+    res = CliRunner().invoke(cli, ["udev", "install", str(GOLDEN), "--rules-dir", str(tmp_path),
+        "--no-reload"])
+    assert res.exit_code == 2 and "--force" in res.output, res.output
+    assert target.read_text() == theirs
+    res = CliRunner().invoke(cli, ["udev", "install", str(GOLDEN), "--rules-dir", str(tmp_path),
+        "--no-reload", "--force"])
+    assert res.exit_code == 0 and "replaced" in res.output, res.output
+    assert target.read_text() == GOLDEN.read_text()
+    # the same contents again need no --force
+    assert install_rules(GOLDEN, rules_dir=tmp_path, runner=FakeRunner(), is_root=True).replaced
+
+
 def test_install_without_root_changes_nothing_and_gives_the_command(tmp_path):
     runner = FakeRunner()
     with pytest.raises(NeedsRootError) as info:
