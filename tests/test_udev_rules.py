@@ -311,6 +311,46 @@ def test_check_refuses_the_same_parent_trap():
         check_rules_text(text)
 
 
+FRONT_ID_PATH = 'ENV{ID_PATH}=="pci-0000:00:14.0-usb-0:1.2:1.0"'
+
+
+@pytest.mark.parametrize(
+    ("golden", "old", "new", "match"),
+    [
+        # no port: the rule matched every tty (ttyS0 too), /dev/lidar_front the last one
+        (GOLDEN, FRONT_ID_PATH + ", ", "", "names no USB port"),
+        # the IDs alone: all three identical CP2102s, the name on whichever came last
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2", ', "", "names no USB port"),
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH + ', KERNELS=="1-1.3"', "both"),
+        # a key twice with two values never matches
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH + ", " + FRONT_ID_PATH.replace("1.2:", "1.3:"),
+            r"more than one ENV\{ID_PATH\}"),
+        (GOLDEN_KERNELS, 'ATTRS{idVendor}=="10c4"',
+            'ATTRS{idVendor}=="10c4", ATTRS{idVendor}=="0403"', "more than one ATTRS"),
+        # the kernel writes no leading zeros: these never match
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2"', 'KERNELS=="01-1.2"', r'never matches.*"1-1\.2"'),
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2"', 'KERNELS=="1-1.02"', r'never matches.*"1-1\.2"'),
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH.replace("0:1.2:", "0:01.2:"), "invalid ID_PATH"),
+    ],
+)
+def test_check_refuses_rules_that_match_every_device_or_none(golden, old, new, match):
+    """These passed the check (and were installed): a rule without a port names whichever
+    tty or identical adapter appeared last; one whose key never matches names nothing."""
+    text = golden.read_text()
+    assert old in text
+    with pytest.raises(UdevError, match=match):
+        check_rules_text(text.replace(old, new, 1))
+
+
+def test_id_paths_are_written_as_path_id_writes_them():
+    for good in ["pci-0000:00:14.0-usb-0:1.10.2:1.0", "pci-0000:00:14.0-usbv2-0:1.2:1.0",
+            "platform-3f980000.usb-usb-0:1.1.3:1.0"]:
+        assert validate_id_path(good) == good
+    for bad in ["pci-0000:00:14.0-usb-0:1.2:01.0", "pci-0000:00:14.0-usb-1:1.2:1.0"]:
+        with pytest.raises(UdevError, match="ID_PATH"):
+            parse_name_spec(f"front={bad}")
+
+
 def test_check_refuses_an_empty_file():
     with pytest.raises(UdevError, match="no rule"):
         check_rules_text("# nothing\n\n")
