@@ -297,6 +297,10 @@ def _resolve(raw: dict, source: str) -> dict:
         for i, c in enumerate(out["pods"]["initial_counts"]):
             if c != int(c):
                 raise SchemaError(("pods", "initial_counts", i), f"must be a whole number, got {c}")
+        x0, y0, x1, y1 = out["world"]["mocap_volume_m"]
+        if not (x0 < x1 and y0 < y1):  # else no sample is inside: mocap invalid all run
+            raise SchemaError(("world", "mocap_volume_m"), f"must be [xmin, ymin, xmax, ymax] "
+                f"with xmin < xmax and ymin < ymax (m), got {[x0, y0, x1, y1]}")
         _check_pod_windows(out["pods"])
         for i, (a, b) in enumerate(out["pose_sensor"]["covered_s"]):
             if b <= a:
