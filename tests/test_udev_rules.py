@@ -242,6 +242,22 @@ def test_duplicates_are_refused():
         build_rules(specs(["front=1-1.2", "rear=pci-0000:00:14.0-usb-0:1.2:1.0"]), DEVICES)
 
 
+@pytest.mark.parametrize("devices", [DEVICES, []], ids=["present", "absent"])
+def test_by_kernels_a_port_and_its_interface_are_the_same_device(devices):
+    """By ID_PATH two names for one device were refused, by kernels they were written:
+    ``KERNELS=="1-1.2"`` matches the tty under ``1-1.2:1.0`` too, so both names landed on
+    one device."""
+    for pair in (["front=1-1.2", "rear=1-1.2:1.0"], ["front=1-1.2:1.0", "rear=1-1.2"],
+            ["front=1-1.2:1.0", "rear=1-1.2:1.0"]):
+        with pytest.raises(UdevError, match=r"rear and front name the same device \(1-1\.2"):
+            build_rules(specs(pair), devices, "kernels")
+    # two interfaces of one adapter are two devices
+    rules = build_rules(specs(["front=1-1.2:1.0", "rear=1-1.2:1.1"]), [], "kernels")
+    assert [r.interface for r in rules] == ["1.0", "1.1"]
+    assert "rear: 1-1.2:1.1 (device not present" in generate(
+        specs(["rear=1-1.2:1.1"]), [], "kernels")
+
+
 def test_multi_interface_adapter_must_name_the_interface():
     dual = [cp2102("1-1.2", "/dev/ttyUSB0"), cp2102("1-1.2", "/dev/ttyUSB1")]
     dual[1] = SerialDevice(

@@ -204,7 +204,8 @@ def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "
         return Rule(name, by, id_path, port, interface, None, None, _note(name, device, port))
     vid = _clean_hex(device.vid) if device is not None else None
     pid = _clean_hex(device.pid) if device is not None else None
-    return Rule(name, by, None, port, interface, vid, pid, _note(name, device, port))
+    where = port if interface is None else f"{port}:{interface}"
+    return Rule(name, by, None, port, interface, vid, pid, _note(name, device, where))
 
 
 def _note(name: str, device: SerialDevice | None, where: str) -> str:
@@ -221,20 +222,35 @@ def build_rules(
     """Build and cross-check all rules: UdevError for an invalid spec, a name given twice
     or two names for one location."""
     rules: list[Rule] = []
-    seen_where: dict[str, str] = {}  # location -> name
     for spec in specs:
         rule = build_rule(spec, devices, by)
-        if rule.name in seen_where.values():
-            raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
-        where = rule.id_path if by == "id-path" else f"{rule.port_path}:{rule.interface or ''}"
-        if where in seen_where:
-            raise UdevError(f"{rule.name} and {seen_where[where]} name the same device ({where}); "
-                "give each port one name")
-        seen_where[where] = rule.name
+        for other in rules:
+            if rule.name == other.name:
+                raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
+            if _overlap(rule, other):
+                where = rule.id_path or _kernels_where(rule)
+                raise UdevError(f"{rule.name} and {other.name} name the same device ({where}); "
+                    "give each port one name")
         rules.append(rule)
     if not rules:
         raise UdevError("no device names given: use --name NAME=PORTPATH (e.g. front=1-1.2)")
     return rules
+
+
+def _kernels_where(rule: Rule) -> str:
+    """The port path a rule by kernels matches, with its interface if it names one."""
+    return f"{rule.port_path}:{rule.interface}" if rule.interface else str(rule.port_path)
+
+
+def _overlap(a: Rule, b: Rule) -> bool:
+    """True when rules ``a`` and ``b`` match the same tty: the same ``ID_PATH``, or by
+    kernels the same port where either names no interface (``1-1.2`` covers
+    ``1-1.2:1.0``) or both name the same one."""
+    if a.by == "id-path":
+        return a.id_path == b.id_path
+    if a.port_path != b.port_path:
+        return False
+    return a.interface is None or b.interface is None or a.interface == b.interface
 
 
 def generate(
