@@ -78,12 +78,16 @@ def rules_cmd(names: tuple[str, ...], by: str, output: Path | None, force: bool)
     help="Installed file name; must sort after 60-serial.rules (which sets ID_PATH).")
 @opt.flag_option("--no-reload",
     "Only copy the file; do not run udevadm (e.g. when preparing an image).")
-def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool) -> None:
+@opt.flag_option("--force",
+    "Replace an installed file of that name whose contents differ (refused otherwise).")
+def install_cmd(file: Path, rules_dir: Path, filename: str, no_reload: bool, force: bool) -> None:
     """Check FILE, install it into the udev rules directory, reload udev, re-trigger ttys.
 
-    Needs root. Without it nothing changes and the exact command to run is printed.
+    Needs root. Without it nothing changes and the exact command to run is printed. An
+    installed file of that name with other contents is replaced only with --force.
     """
-    result = install_rules(file, rules_dir=rules_dir, filename=filename, reload=not no_reload)
+    result = install_rules(file, rules_dir=rules_dir, filename=filename, reload=not no_reload,
+        force=force)
     verb = "replaced" if result.replaced else "installed"
     click.echo(f"{verb} {result.path} ({', '.join('/dev/' + n for n in result.names)})")
     for command in result.commands:

@@ -297,6 +297,11 @@ def _resolve(raw: dict, source: str) -> dict:
         for i, c in enumerate(out["pods"]["initial_counts"]):
             if c != int(c):
                 raise SchemaError(("pods", "initial_counts", i), f"must be a whole number, got {c}")
+        x0, y0, x1, y1 = out["world"]["mocap_volume_m"]
+        if not (x0 < x1 and y0 < y1):  # else no sample is inside: mocap invalid all run
+            raise SchemaError(("world", "mocap_volume_m"), f"must be [xmin, ymin, xmax, ymax] "
+                f"with xmin < xmax and ymin < ymax (m), got {[x0, y0, x1, y1]}")
+        _check_pod_windows(out["pods"])
         for i, (a, b) in enumerate(out["pose_sensor"]["covered_s"]):
             if b <= a:
                 raise SchemaError(
@@ -305,6 +310,25 @@ def _resolve(raw: dict, source: str) -> dict:
     except SchemaError as exc:
         raise SimError(f"{source}: {exc}") from None
     return out
+
+
+def _check_pod_windows(pods: dict) -> None:
+    """``lift_windows`` ``[pod, start_s, duration_s]`` and ``slip_windows`` (with the
+    ``fraction`` the wheel still rolls): a pod 0, 1 or 2, a start >= 0 s, a duration > 0 s
+    and a fraction in [0, 1]; SchemaError naming the window (a bad pod was found only when
+    the run was built, without the file, and a window of no length did nothing, unsaid)."""
+    for key in ("lift_windows", "slip_windows"):
+        for i, window in enumerate(pods[key]):
+            pod, start, duration = window[:3]
+            path = ("pods", key, i)
+            if pod not in (0, 1, 2):
+                raise SchemaError(path, f"names pod {pod:g}; pods are 0, 1, 2")
+            if start < 0 or duration <= 0:
+                raise SchemaError(path, f"start_s must be >= 0 and duration_s > 0 (s), got "
+                    f"{start:g} and {duration:g}")
+            if key == "slip_windows" and not 0.0 <= window[3] <= 1.0:
+                raise SchemaError(path, f"fraction (the share of its travel the wheel still "
+                    f"rolls) must be in [0, 1], got {window[3]:g}")
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

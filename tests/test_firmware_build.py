@@ -50,6 +50,29 @@ def test_make_skips_what_it_cannot_build_and_says_so(tmp_path) -> None:
     assert _make(build, "AVR_CC=no-such-avr-gcc", "avr").returncode != 0
 
 
+def test_an_avr_gcc_without_avr_libc_is_skipped_with_the_reason(tmp_path) -> None:
+    """``apt-get install --no-install-recommends gcc-avr`` gives avr-gcc without avr-libc
+    (only recommended): ``make`` tried the AVR build and failed on a missing ``stdint.h``,
+    and a missing host compiler was reported as a missing libsimavr."""
+    if shutil.which("avr-gcc") is None:
+        pytest.skip("no avr-gcc")
+    bare = tmp_path / "avr-gcc-bare"  # avr-gcc as that install leaves it: no libc
+    bare.write_text('#!/bin/sh\nexec avr-gcc -nostdinc -nostartfiles -nodefaultlibs "$@"\n')
+    bare.chmod(0o755)
+    build = tmp_path / "build"
+    done = _make(build, f"AVR_CC={bare}", "ARM_CC=no-such-arm-gcc", "HOST_CC=no-such-cc")
+    assert done.returncode == 0, done.stderr
+    assert f"firmware: skipped avr ({bare} cannot build <avr/io.h>" in done.stdout
+    assert "avr-libc missing: apt-get install gcc-avr avr-libc)" in done.stdout
+    assert "firmware: skipped harness (no no-such-cc)" in done.stdout
+    assert "firmware: built nothing" in done.stdout
+    assert not build.exists()
+    named = _make(build, f"AVR_CC={bare}", "avr")
+    assert named.returncode != 0
+    assert "firmware: cannot build avr (" in named.stderr and "avr-libc" in named.stderr
+    assert "stdint.h" not in named.stderr  # refused before any compiler ran
+
+
 def test_the_avr_image_fits_beside_the_bootloader_and_hooks_its_interrupts() -> None:
     elf = firmware_util.product("avr")
     sym = _symbols("avr-nm", elf)

@@ -91,6 +91,21 @@ def test_fault_knobs_are_read_with_defaults() -> None:
         ("[pose_sensor]\ngm_tau_s = [1, 1, 1]\n", r"pose_sensor\.gm_tau_s: must have 6 values"),
         ("[mocap]\nenabled = 1\n", r"mocap\.enabled: must be true or false"),
         ("[pods]\ninitial_counts = [0, 1.5, 2]\n", r"pods\.initial_counts\[1\]: must be a whole"),
+        # a reversed or empty mocap volume left mocap invalid for the whole run, unsaid
+        ("[world]\nmocap_volume_m = [3.0, 2.2, -3.0, -2.2]\n",
+         r"world\.mocap_volume_m: must be \[xmin, ymin, xmax, ymax\] with xmin < xmax"),
+        ("[world]\nmocap_volume_m = [-3.0, -2.2, -3.0, 2.2]\n", r"world\.mocap_volume_m: must"),
+        # pod windows: a bad pod failed only when the run was built, naming no file; a
+        # window of no length or a fraction outside [0, 1] was taken silently
+        ("[pods]\nlift_windows = [[3, 1.0, 1.0]]\n", r"pods\.lift_windows\[0\]: names pod 3;"),
+        ("[pods]\nlift_windows = [[1.5, 1.0, 1.0]]\n", r"pods\.lift_windows\[0\]: names pod 1\.5"),
+        ("[pods]\nlift_windows = [[0, 5.0, -2.0]]\n", r"pods\.lift_windows\[0\]: .*duration_s > 0"),
+        ("[pods]\nlift_windows = [[0, -1.0, 2.0]]\n", r"pods\.lift_windows\[0\]: start_s must"),
+        ("[pods]\nslip_windows = [[0, 1.0, 2.0, 0.5], [2, 1.0, 0.0, 0.5]]\n",
+         r"pods\.slip_windows\[1\]: .*duration_s > 0"),
+        ("[pods]\nslip_windows = [[1, 1.0, 2.0, -0.7]]\n",
+         r"pods\.slip_windows\[0\]: fraction .* must be in \[0, 1\], got -0\.7"),
+        ("[pods]\nslip_windows = [[1, 1.0, 2.0, 1.5]]\n", r"slip_windows\[0\]: fraction"),
         (
             "[[world.obstacles]]\nkind = 'pillar'\nsize_m = [1, 1]\n",
             r"world\.obstacles\[0\]\.size_m: does not apply to kind 'pillar'",

@@ -242,6 +242,22 @@ def test_duplicates_are_refused():
         build_rules(specs(["front=1-1.2", "rear=pci-0000:00:14.0-usb-0:1.2:1.0"]), DEVICES)
 
 
+@pytest.mark.parametrize("devices", [DEVICES, []], ids=["present", "absent"])
+def test_by_kernels_a_port_and_its_interface_are_the_same_device(devices):
+    """By ID_PATH two names for one device were refused, by kernels they were written:
+    ``KERNELS=="1-1.2"`` matches the tty under ``1-1.2:1.0`` too, so both names landed on
+    one device."""
+    for pair in (["front=1-1.2", "rear=1-1.2:1.0"], ["front=1-1.2:1.0", "rear=1-1.2"],
+            ["front=1-1.2:1.0", "rear=1-1.2:1.0"]):
+        with pytest.raises(UdevError, match=r"rear and front name the same device \(1-1\.2"):
+            build_rules(specs(pair), devices, "kernels")
+    # two interfaces of one adapter are two devices
+    rules = build_rules(specs(["front=1-1.2:1.0", "rear=1-1.2:1.1"]), [], "kernels")
+    assert [r.interface for r in rules] == ["1.0", "1.1"]
+    assert "rear: 1-1.2:1.1 (device not present" in generate(
+        specs(["rear=1-1.2:1.1"]), [], "kernels")
+
+
 def test_multi_interface_adapter_must_name_the_interface():
     dual = [cp2102("1-1.2", "/dev/ttyUSB0"), cp2102("1-1.2", "/dev/ttyUSB1")]
     dual[1] = SerialDevice(
@@ -311,6 +327,46 @@ def test_check_refuses_the_same_parent_trap():
         check_rules_text(text)
 
 
+FRONT_ID_PATH = 'ENV{ID_PATH}=="pci-0000:00:14.0-usb-0:1.2:1.0"'
+
+
+@pytest.mark.parametrize(
+    ("golden", "old", "new", "match"),
+    [
+        # no port: the rule matched every tty (ttyS0 too), /dev/lidar_front the last one
+        (GOLDEN, FRONT_ID_PATH + ", ", "", "names no USB port"),
+        # the IDs alone: all three identical CP2102s, the name on whichever came last
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2", ', "", "names no USB port"),
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH + ', KERNELS=="1-1.3"', "both"),
+        # a key twice with two values never matches
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH + ", " + FRONT_ID_PATH.replace("1.2:", "1.3:"),
+            r"more than one ENV\{ID_PATH\}"),
+        (GOLDEN_KERNELS, 'ATTRS{idVendor}=="10c4"',
+            'ATTRS{idVendor}=="10c4", ATTRS{idVendor}=="0403"', "more than one ATTRS"),
+        # the kernel writes no leading zeros: these never match
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2"', 'KERNELS=="01-1.2"', r'never matches.*"1-1\.2"'),
+        (GOLDEN_KERNELS, 'KERNELS=="1-1.2"', 'KERNELS=="1-1.02"', r'never matches.*"1-1\.2"'),
+        (GOLDEN, FRONT_ID_PATH, FRONT_ID_PATH.replace("0:1.2:", "0:01.2:"), "invalid ID_PATH"),
+    ],
+)
+def test_check_refuses_rules_that_match_every_device_or_none(golden, old, new, match):
+    """These passed the check (and were installed): a rule without a port names whichever
+    tty or identical adapter appeared last; one whose key never matches names nothing."""
+    text = golden.read_text()
+    assert old in text
+    with pytest.raises(UdevError, match=match):
+        check_rules_text(text.replace(old, new, 1))
+
+
+def test_id_paths_are_written_as_path_id_writes_them():
+    for good in ["pci-0000:00:14.0-usb-0:1.10.2:1.0", "pci-0000:00:14.0-usbv2-0:1.2:1.0",
+            "platform-3f980000.usb-usb-0:1.1.3:1.0"]:
+        assert validate_id_path(good) == good
+    for bad in ["pci-0000:00:14.0-usb-0:1.2:01.0", "pci-0000:00:14.0-usb-1:1.2:1.0"]:
+        with pytest.raises(UdevError, match="ID_PATH"):
+            parse_name_spec(f"front={bad}")
+
+
 def test_check_refuses_an_empty_file():
     with pytest.raises(UdevError, match="no rule"):
         check_rules_text("# nothing\n\n")
@@ -345,6 +401,35 @@ def test_install_writes_file_reloads_and_triggers(tmp_path):
     ]
     assert all(timeout == 7 for _, timeout in runner.calls)
     assert [p.name for p in tmp_path.iterdir()] == ["70-sensorbench.rules"]  # no temp left
+    assert install_rules(GOLDEN, rules_dir=tmp_path, runner=FakeRunner(), is_root=True).replaced
+
+
+def test_install_never_replaces_other_rules_without_force(tmp_path):
+    """A rules file of that name with other contents (a hand-edited one, another robot's)
+    was silently replaced; it is refused now, root or not, and kept byte for byte."""
+    target = tmp_path / "70-sensorbench.rules"
+    theirs = 'SUBSYSTEM=="tty", KERNELS=="1-1.5", SYMLINK+="gps"\n'
+    target.write_text(theirs)
+    for root in (True, False):
+        runner = FakeRunner()
+        with pytest.raises(UdevError, match=r"already exists with other contents.*--force"):
+            install_rules(GOLDEN, rules_dir=tmp_path, runner=runner, is_root=root)
+        assert target.read_text() == theirs and runner.calls == []
+    masked = tmp_path / "masked"
+    masked.mkdir()
+    (masked / "70-sensorbench.rules").symlink_to("/dev/null")  # a mask: not ours either
+    with pytest.raises(UdevError, match="already exists"):
+        install_rules(GOLDEN, rules_dir=masked, runner=FakeRunner(), is_root=True)
+    assert (masked / "70-sensorbench.rules").is_symlink()
+    res = CliRunner().invoke(cli, ["udev", "install", str(GOLDEN), "--rules-dir", str(tmp_path),
+        "--no-reload"])
+    assert res.exit_code == 2 and "--force" in res.output, res.output
+    assert target.read_text() == theirs
+    res = CliRunner().invoke(cli, ["udev", "install", str(GOLDEN), "--rules-dir", str(tmp_path),
+        "--no-reload", "--force"])
+    assert res.exit_code == 0 and "replaced" in res.output, res.output
+    assert target.read_text() == GOLDEN.read_text()
+    # the same contents again need no --force
     assert install_rules(GOLDEN, rules_dir=tmp_path, runner=FakeRunner(), is_root=True).replaced
 
 

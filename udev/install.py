@@ -68,17 +68,35 @@ def validate_filename(filename: str) -> str:
     return filename
 
 
+def _refuse_other_file(target: Path, text: str) -> None:
+    """UdevError when ``target`` exists and does not hold ``text`` (nothing is changed)."""
+    if not os.path.lexists(target):
+        return
+    try:
+        if target.is_file() and target.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass  # unreadable: not known to be ours
+    raise UdevError(f"{target} already exists with other contents; nothing was changed. "
+        "Compare it with the new file, then pass --force to replace it, or install under "
+        "another --filename")
+
+
 def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULES_DIR,
         filename: str = DEFAULT_FILENAME, reload: bool = True, runner: Runner = subprocess_runner,
-        is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S) -> InstallResult:
+        is_root: bool | None = None, timeout_s: float = COMMAND_TIMEOUT_S,
+        force: bool = False) -> InstallResult:
     """Check ``source``, write it to ``rules_dir/filename`` (``NN-name.rules``, sorting after
     ``60-serial.rules``), and with ``reload`` reload udev and re-trigger ttys, each command
     through ``runner`` within ``timeout_s`` (s). ``is_root`` None asks ``os.geteuid()``.
+    A file already there with other contents is replaced only with ``force`` (the same
+    contents again are fine).
 
     Raises:
         NeedsRootError: not root; nothing changed; the message has the command.
-        UdevError: unreadable or unsafe rules, bad file name, missing directory,
-            or a failing udevadm (the file is installed then; the message says so).
+        UdevError: unreadable or unsafe rules, bad file name, missing directory, a
+            different file already installed under that name (without ``force``), or a
+            failing udevadm (the file is installed then; the message says so).
     """
     source_path = Path(source)
     try:
@@ -92,6 +110,8 @@ def install_rules(source: str | os.PathLike, rules_dir: str | os.PathLike = RULE
     validate_filename(filename)
     target_dir = Path(rules_dir)
     target = target_dir / filename
+    if not force:
+        _refuse_other_file(target, text)
     if is_root is None:
         is_root = os.geteuid() == 0
     if not is_root:

@@ -19,8 +19,10 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # "<bus>-<port>[.<port>...]" with an optional ":<config>.<interface>".
 _PORT_PATH = re.compile(r"^(?P<bus>\d{1,3})-(?P<ports>\d{1,3}(?:\.\d{1,3}){0,6})"
     r"(?::(?P<cfg>\d{1,2})\.(?P<iface>\d{1,2}))?$")
-# What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>".
-_ID_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-\d+:\d+(?:\.\d+)*:\d+\.\d+$")
+# What path_id produces for a USB device: "<controller>-usb-0:<ports>:<cfg>.<iface>", the
+# numbers as the kernel writes them (no leading zeros: "usb-0:01.2:1.0" never matches).
+_N = r"(?:0|[1-9]\d*)"
+_ID_PATH = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9:._+-]*-usb(?:v\d)?-0:{_N}(?:\.{_N})*:{_N}\.{_N}$")
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 _FIXED = ('GROUP="dialout"', 'MODE="0660"', 'ENV{ID_MM_DEVICE_IGNORE}="1"')
 """What every rule sets: the group and mode, and ModemManager told to leave it alone."""
@@ -202,7 +204,8 @@ def build_rule(spec: NameSpec, devices: Sequence[SerialDevice] = (), by: str = "
         return Rule(name, by, id_path, port, interface, None, None, _note(name, device, port))
     vid = _clean_hex(device.vid) if device is not None else None
     pid = _clean_hex(device.pid) if device is not None else None
-    return Rule(name, by, None, port, interface, vid, pid, _note(name, device, port))
+    where = port if interface is None else f"{port}:{interface}"
+    return Rule(name, by, None, port, interface, vid, pid, _note(name, device, where))
 
 
 def _note(name: str, device: SerialDevice | None, where: str) -> str:
@@ -219,20 +222,35 @@ def build_rules(
     """Build and cross-check all rules: UdevError for an invalid spec, a name given twice
     or two names for one location."""
     rules: list[Rule] = []
-    seen_where: dict[str, str] = {}  # location -> name
     for spec in specs:
         rule = build_rule(spec, devices, by)
-        if rule.name in seen_where.values():
-            raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
-        where = rule.id_path if by == "id-path" else f"{rule.port_path}:{rule.interface or ''}"
-        if where in seen_where:
-            raise UdevError(f"{rule.name} and {seen_where[where]} name the same device ({where}); "
-                "give each port one name")
-        seen_where[where] = rule.name
+        for other in rules:
+            if rule.name == other.name:
+                raise UdevError(f"device name {rule.name!r} is given twice; names must be unique")
+            if _overlap(rule, other):
+                where = rule.id_path or _kernels_where(rule)
+                raise UdevError(f"{rule.name} and {other.name} name the same device ({where}); "
+                    "give each port one name")
         rules.append(rule)
     if not rules:
         raise UdevError("no device names given: use --name NAME=PORTPATH (e.g. front=1-1.2)")
     return rules
+
+
+def _kernels_where(rule: Rule) -> str:
+    """The port path a rule by kernels matches, with its interface if it names one."""
+    return f"{rule.port_path}:{rule.interface}" if rule.interface else str(rule.port_path)
+
+
+def _overlap(a: Rule, b: Rule) -> bool:
+    """True when rules ``a`` and ``b`` match the same tty: the same ``ID_PATH``, or by
+    kernels the same port where either names no interface (``1-1.2`` covers
+    ``1-1.2:1.0``) or both name the same one."""
+    if a.by == "id-path":
+        return a.id_path == b.id_path
+    if a.port_path != b.port_path:
+        return False
+    return a.interface is None or b.interface is None or a.interface == b.interface
 
 
 def generate(
@@ -271,8 +289,9 @@ def check_rules_text(text: str) -> list[str]:
 
     Every non-comment line must be a rule this module would write: tty-only,
     a valid name, ``GROUP="dialout"``, ``MODE="0660"``, ModemManager ignored,
-    no ``RUN``/``PROGRAM``/``IMPORT``/``OWNER`` and no other assignments; else UdevError
-    naming the line and what is wrong.
+    no ``RUN``/``PROGRAM``/``IMPORT``/``OWNER`` and no other assignments, exactly one
+    port (``ENV{ID_PATH}`` or ``KERNELS`` as the kernel spells it), no key twice; else
+    UdevError naming the line and what is wrong.
     """
     names: list[str] = []
     rules_seen = 0
@@ -298,8 +317,10 @@ def check_rules_text(text: str) -> list[str]:
         if not allowed_fixed.issubset(keys):
             raise UdevError(f'{where}: rule must set GROUP="dialout", MODE="0660" and '
                 'ENV{ID_MM_DEVICE_IGNORE}="1"')
-        for key in (k for k in keys[1:] if k not in allowed_fixed):
+        matches = [k for k in keys[1:] if k not in allowed_fixed]
+        for key in matches:
             _check_match_key(key, where)
+        _check_one_port(matches, where)
         _check_same_parent(keys, where)
         rules_seen += 1
     if not rules_seen:
@@ -320,9 +341,33 @@ def _check_match_key(key: str, where: str) -> None:
     if match["key"] == "ENV{ID_PATH}":
         validate_id_path(value)
     elif match["key"] == "KERNELS":
-        parse_port_path(value)
+        port, interface = parse_port_path(value)
+        kernel_name = port if interface is None else f"{port}:{interface}"
+        if value != kernel_name:  # the kernel writes no leading zeros: "01-1.2" never matches
+            raise UdevError(f"{where}: {key} never matches: the kernel names that port "
+                f'{kernel_name!r}; write KERNELS=="{kernel_name}"')
     elif not _HEX4.fullmatch(value):
         raise UdevError(f"{where}: {key} must be 4 lowercase hex digits")
+
+
+def _check_one_port(matches: list[str], where: str) -> None:
+    """Refuse a rule that does not name exactly one port (by ``ENV{ID_PATH}`` or
+    ``KERNELS``) or gives a key twice: without a port it matches every tty, or every
+    adapter with those identical IDs, and the name lands on whichever came last; a key
+    given twice with two values never matches."""
+    names = [k.partition("==")[0] for k in matches]
+    for name in set(names):
+        if names.count(name) > 1:
+            raise UdevError(f"{where}: more than one {name} key (one value each; the rule "
+                "could never match two)")
+    ports = [n for n in names if n in ("ENV{ID_PATH}", "KERNELS")]
+    if len(ports) != 1:
+        if ports:
+            raise UdevError(f"{where}: the rule has both ENV{{ID_PATH}} and KERNELS; name "
+                "the USB port once")
+        raise UdevError(f"{where}: the rule names no USB port (ENV{{ID_PATH}} or KERNELS): it "
+            "would match every tty, or every adapter with the same IDs, and the name would "
+            "land on whichever appeared last")
 
 
 def _check_same_parent(keys: list[str], where: str) -> None:
@@ -334,5 +379,3 @@ def _check_same_parent(keys: list[str], where: str) -> None:
             f"{where}: {kernels[0]} names a USB interface but {attrs[0]} lives on its parent "
             "usb_device; udev needs every parent key of a rule to match the same parent, so "
             "this rule never matches (drop the interface or the ATTRS)")
-    if len(kernels) > 1:
-        raise UdevError(f"{where}: more than one KERNELS key")
