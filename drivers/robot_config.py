@@ -352,11 +352,18 @@ class _Validator:
         devices: list[DeviceConfig] = []
         seen: dict[str, int] = {}
         ports: dict[str | int, str] = {}
+        serials: dict[tuple[str, str], str] = {}  # (kind, serial upper-cased) -> name
         for i, table in enumerate(devices_raw):
             dev = self.device(i, table, powerup)
             if dev.name in seen:
                 raise SchemaError(("devices", i, "name"),
                     f"duplicate device name {dev.name!r} (first defined at line {seen[dev.name]})")
+            if dev.serial:  # the check that catches two units swapped between their ports
+                same = serials.setdefault((dev.kind, dev.serial.upper()), dev.name)
+                if same != dev.name:
+                    raise SchemaError(("devices", i, "serial"),
+                        f"serial {dev.serial!r} is already {same!r}'s: each unit reports its "
+                        "own, and with two alike a swap of the two would pass unseen")
             real, device_id = self.port_identity(dev, ("devices", i, "port"))
             other = ports.get(real) or (ports.get(device_id) if device_id is not None else None)
             if other is not None:

@@ -256,3 +256,19 @@ def test_the_cli_refuses_at_load_with_file_and_line(tmp_path) -> None:
 def test_a_control_character_in_the_robot_name_or_a_port_is_refused(text, needle) -> None:
     """A newline or tab in either loaded: the name went into the session, the port to open()."""
     _refused(text, needle, "without control characters")
+
+
+def test_two_a1s_with_one_serial_are_refused_as_the_swap_check_would_miss_them() -> None:
+    """Bring-up checks each A1's reported serial against its own: two alike (any case)
+    would let a swap of front and rear through."""
+    a1 = ('[[devices]]\nname = "{name}"\nkind = "a1"\nport = "/dev/sensorbench/{name}"\n'
+          'serial = "{serial}"\nmount = {{x_m = 0.2, y_m = 0.0, yaw_deg = 0}}\n')
+    head = '[robot]\nname = "t"\n\n[powerup]\ngap_s = 1.0\n\n'
+    serial = "0123456789ABCDEF0123456789ABCDEF"
+    same = head + a1.format(name="front", serial=serial) + a1.format(name="rear",
+                                                                     serial=serial.lower())
+    _refused(same, f'serial = "{serial.lower()}"', "is already 'front''s")
+    other = serial[:-1] + "0"
+    apart = head + a1.format(name="front", serial=serial) + a1.format(name="rear", serial=other)
+    devices = parse_robot_config(apart, "robot.toml").devices
+    assert [d.serial.upper() for d in devices if d.serial] == [serial, other]
