@@ -1,7 +1,7 @@
 """Range noise by distance band and the outlier classifier, from static stretches: residuals
-against the other half of the turns' reference (a point never enters its own), σ from
-the MAD (m), each return labelled (``LABEL_*``). docs/LIDAR.md ("Noise and the outlier
-classifier")."""
+against the other half of the turns' reference (a point never enters its own), σ their
+outlier-clipped standard deviation (m), each return labelled (``LABEL_*``). docs/LIDAR.md
+("Noise and the outlier classifier")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,17 @@ from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_
 
 DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)
 MAD_TO_SIGMA = 1.482602218505602
-MAD_SE_FACTOR = 1.1664
+CLIP_K = 5.0
+"""The band σ is the standard deviation of the residuals within ``CLIP_K`` σ of their mean
+(iterated): the MAD collapses on ranges that come in steps comparable to the noise (a
+LaserScan's fixed bearings, a sensor's millimetre or coarser resolution)."""
+CLIP_SD_FACTOR = 0.9999926
+"""SD of a normal truncated to ±``CLIP_K`` σ, in σ: sqrt(1 − 2kφ(k) / (2Φ(k) − 1)), k = 5."""
+CLIP_MAX_ITER = 100
+TRIM_VAR = 1.195
+"""Variance of the mean of a normal sample's middle half (its 25 % trimmed mean), in σ²/n:
+the noise residuals' reference (the median's is π/2; the median of ranges in steps
+sits on a step, off their mean by up to half a step, which no σ would remove)."""
 MIN_BAND_POINTS = 30
 SIGMA_FLOOR_M = 1e-3
 MIN_DETECT_P = 0.2
@@ -189,7 +199,9 @@ def _noise_bands(
     n_str, n_bins = g.n_str, g.n_bins
     # noise residuals against a reference built from the other half of the turns
     # (odd turns against even ones and back), so a point never shifts its own reference
-    cross_flat, _ = grouped_median((g.sid * 2 + half) * n_bins + g.bins, r_c, 2 * n_str * n_bins)
+    cross_flat = _grouped_trimmed_mean(
+        (g.sid * 2 + half) * n_bins + g.bins, r_c, 2 * n_str * n_bins
+    )
     other = g.sid * 2 + 1 - half
     cross_i = _interpolate(cross_flat.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
     n_half = np.bincount(
@@ -208,6 +220,25 @@ def _noise_bands(
     quiet &= ~kink[g.sid, g.b0] & ~kink[g.sid, g.b1]
     bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
     return bands, _sigma_lookup(bands, bands_m), quiet, res_all[quiet]
+
+
+def _grouped_trimmed_mean(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per integer key in ``[0, n_groups)``: the mean of the middle half of its finite
+    ``values`` (m; ranks ⌊c/4⌋ to c − ⌊c/4⌋ of c), ``inf`` where the median is ``inf``
+    (mostly no returns), ``nan`` where empty."""
+    med, _ = grouped_median(keys, values, n_groups)
+    fin = np.isfinite(values)
+    k, v = np.asarray(keys, np.int64)[fin], np.asarray(values, np.float64)[fin]
+    order = np.lexsort((v, k))
+    k, v = k[order], v[order]
+    counts = np.bincount(k, minlength=n_groups)[:n_groups]
+    starts = np.cumsum(counts) - counts
+    cut = counts // 4
+    csum = np.concatenate(([0.0], np.cumsum(v)))
+    lo, hi = starts + cut, starts + counts - cut
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (csum[hi] - csum[lo]) / (hi - lo)
+    return np.where(np.isfinite(med), mean, med)
 
 
 def _labels(n: int, idx: np.ndarray, masks: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -299,11 +330,41 @@ def _slopes(ref: np.ndarray, jump: np.ndarray, width: float) -> np.ndarray:
     return np.where(np.isfinite(out), out, 0.0)
 
 
+def clipped_sigma(x: np.ndarray) -> tuple[float, float]:
+    """σ (same unit as ``x``) and its standard error of values ``x``: the standard
+    deviation of those within :data:`CLIP_K` σ of their mean, iterated from the whole
+    set until the kept values no longer change, divided by :data:`CLIP_SD_FACTOR` (a
+    normal's truncation). Unlike 1.4826·MAD it holds for values on a lattice (ranges
+    in steps of 1 mm to a few cm), where the MAD falls to a lattice step or to 0; the
+    values far out (outliers) are left out as the MAD leaves them out. The standard
+    error is the SD's, σ·sqrt((κ − 1) / 4N) with κ the kept values' kurtosis."""
+    x = np.asarray(x, dtype=np.float64)
+    keep = np.ones(x.size, dtype=bool)
+    centre, sigma = float(np.median(x)), float(np.std(x))
+    for _ in range(CLIP_MAX_ITER):
+        new = np.abs(x - centre) <= CLIP_K * sigma
+        if new.sum() < 2:
+            break
+        changed = bool(np.any(new != keep))
+        keep = new
+        centre = float(np.mean(x[keep]))
+        sigma = float(np.std(x[keep], ddof=1)) / CLIP_SD_FACTOR
+        if not changed:
+            break
+    kept = x[keep]
+    dev = kept - np.mean(kept)
+    m2 = float(np.mean(dev**2))
+    kurt = float(np.mean(dev**4)) / m2**2 if m2 > 0 else 3.0
+    return sigma, sigma * float(np.sqrt(max(kurt - 1.0, 0.0) / (4.0 * kept.size)))
+
+
 def _band_sigmas(
     res: np.ndarray, ref_i: np.ndarray, use: np.ndarray, keys: np.ndarray, n_turns: np.ndarray,
     bands_m: tuple[float, ...],
 ) -> list[dict]:
-    """Robust σ (m) of the residuals ``res[use]`` per band of reference range."""
+    """σ (m, :func:`clipped_sigma`) of the residuals ``res[use]`` per band of reference
+    range, corrected for the noise of the reference (``n_turns``: the turns of each
+    point's other half)."""
     band = np.digitize(ref_i[use], bands_m) - 1
     res, keys, n_turns = res[use], keys[use], n_turns[use]
     out: list[dict] = []
@@ -313,9 +374,8 @@ def _band_sigmas(
         sigma = se = float("nan")
         if rj.size >= MIN_BAND_POINTS:
             n_eff = float(np.median(n_turns[in_band]))
-            mad = float(np.median(np.abs(rj - np.median(rj))))
-            sigma = MAD_TO_SIGMA * mad / np.sqrt(1.0 + np.pi / (3.0 * n_eff))
-            se = MAD_SE_FACTOR * sigma / np.sqrt(rj.size)
+            ref_factor = np.sqrt(1.0 + 2.0 * TRIM_VAR / (3.0 * n_eff))
+            sigma, se = (v / ref_factor for v in clipped_sigma(rj))
         out.append({
             "lo_m": float(bands_m[j]),
             "hi_m": float(bands_m[j + 1]),
