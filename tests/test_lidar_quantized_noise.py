@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from sensorbench.characterize.lidar.noise import CLIP_K, CLIP_SD_FACTOR
 from sensorbench.characterize.lidar.stats import StaticOptions, characterize_turns
 from sensorbench.logs import LidarTurns
 
@@ -46,18 +47,34 @@ def _scans(sigma_m: float, step_m: float, seed: int) -> LidarTurns:
     )  # fmt: skip
 
 
-def _true_sigma(sigma_m: float, step_m: float) -> float:
-    """The exact σ of the reported ranges about each bearing's mean, pooled over the
-    bearings: the variance of round((r + e) / step)·step, e ~ N(0, σ²), averaged."""
+def _lattice(sigma_m: float, step_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every bearing's reported ranges about their mean (m) and their probabilities:
+    round((r + e) / step)·step, e ~ N(0, σ²), over ±60 steps; (bearings, 121) each."""
     r = _true_range(np.arange(N_RAYS) * (2 * np.pi / N_RAYS))
     k = np.arange(-60, 61)
     base = np.round(r / step_m)[:, None] + k[None, :]
     lo = ((base - 0.5) * step_m - r[:, None]) / sigma_m
     p = norm.cdf(lo + step_m / sigma_m) - norm.cdf(lo)
     v = base * step_m
-    mean = np.sum(p * v, axis=1)
-    var = np.sum(p * v**2, axis=1) - mean**2
-    return float(np.sqrt(np.mean(var)))
+    return v - np.sum(p * v, axis=1, keepdims=True), p / N_RAYS
+
+
+def _true_sigma(sigma_m: float, step_m: float) -> float:
+    """The exact σ of the reported ranges about each bearing's mean, pooled over the
+    bearings (m)."""
+    d, p = _lattice(sigma_m, step_m)
+    return float(np.sqrt(np.sum(p * d**2)))
+
+
+def _clipped_population(sigma_m: float, step_m: float) -> float:
+    """What :func:`clipped_sigma` converges to on that exact distribution (m): the fixed
+    point s = sqrt(E[d²; |d| ≤ k s] / P(|d| ≤ k s)) / CLIP_SD_FACTOR."""
+    d, p = _lattice(sigma_m, step_m)
+    s = _true_sigma(sigma_m, step_m)
+    for _ in range(100):
+        inside = np.abs(d) <= CLIP_K * s
+        s = float(np.sqrt(np.sum(p * d**2 * inside) / np.sum(p * inside))) / CLIP_SD_FACTOR
+    return s
 
 
 @pytest.mark.parametrize(
@@ -71,10 +88,15 @@ def test_noise_of_ranges_in_steps_matches_truth(sigma_m: float, step_m: float) -
     )
     band = res.noise.bands[0]
     truth = _true_sigma(sigma_m, step_m)
+    expected = _clipped_population(sigma_m, step_m)
     # all 90 000 returns in one band; 3 SE of the estimate (an SD's, σ/√(2N) ≈ 0.24 %)
-    # plus the truth's own sampling (same order): 3·√2 SE. Before: 1.4826·MAD read
-    # 0.0 mm (coarse), 1.48 mm (mm steps, truth 2.02) and 14.8 mm (truth 10.4)
-    assert abs(band["sigma_m"] - truth) <= 3 * np.sqrt(2) * band["se_m"], (band, truth)
+    # plus the sample's own draw of the per-bearing means (same order): 3·√2 SE.
+    # Before: 1.4826·MAD read 0.0 mm (coarse: truth 6.5), 1.48 mm (truth 2.02) and
+    # 14.8 mm (truth 10.4)
+    assert abs(band["sigma_m"] - expected) <= 3 * np.sqrt(2) * band["se_m"], (band, expected)
+    # the estimator's own bias on steps: a normal's truncation factor where a lattice
+    # loses nothing between its steps, within 1 / 0.98658 (1.4 %) of the truth
+    assert abs(expected / truth - 1) <= 1 / CLIP_SD_FACTOR - 1
     # no return lies off the wall beyond normal noise: 5 σ is 6e-7 of a normal's
     # returns (0.05 expected); the lattice-collapsed σ counted ~3 % as false points
     assert res.noise.false_points <= 2

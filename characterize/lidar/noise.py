@@ -16,13 +16,18 @@ from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_
 
 DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)
 MAD_TO_SIGMA = 1.482602218505602
-CLIP_K = 5.0
+CLIP_K = 3.0
 """The band σ is the standard deviation of the residuals within ``CLIP_K`` σ of their mean
 (iterated): the MAD collapses on ranges that come in steps comparable to the noise (a
-LaserScan's fixed bearings, a sensor's millimetre or coarser resolution)."""
-CLIP_SD_FACTOR = 0.9999926
-"""SD of a normal truncated to ±``CLIP_K`` σ, in σ: sqrt(1 − 2kφ(k) / (2Φ(k) − 1)), k = 5."""
+LaserScan's fixed bearings, a sensor's millimetre or coarser resolution); 3 σ leaves out
+what the MAD left out (returns a few σ off a surface at grazing faces)."""
+CLIP_SD_FACTOR = 0.9865784
+"""SD of a normal truncated to ±``CLIP_K`` σ, in σ: sqrt(1 − 2kφ(k) / (2Φ(k) − 1)), k = 3."""
 CLIP_MAX_ITER = 100
+REF_CLIP_K = 5.0
+"""The second pass's reference of a bin is the mean of its samples within this many σ of
+the first (wide: the first σ of ranges in coarse steps reads low, and the steps next to
+the commonest must stay in)."""
 TRIM_VAR = 1.195
 """Variance of the mean of a normal sample's middle half (its 25 % trimmed mean), in σ²/n:
 the noise residuals' reference (the median's is π/2; the median of ranges in steps
@@ -195,7 +200,7 @@ def _noise_bands(
     (m) and each point's interpolated reference (m). Returns the bands, σ(range), the
     quiet points and their residuals (m)."""
     half, stretch = halves
-    ref, ref_i = refs
+    _, ref_i = refs
     n_str, n_bins = g.n_str, g.n_bins
     # noise residuals against a reference built from the other half of the turns
     # (odd turns against even ones and back), so a point never shifts its own reference
@@ -210,16 +215,47 @@ def _noise_bands(
     res_all = r - cross_i
     quiet = ~excluded & np.isfinite(r) & np.isfinite(ref_i) & np.isfinite(cross_i)
     flat0 = g.sid * n_bins + g.b0
-    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m, TRIM_VAR)
     sigma_at = _sigma_lookup(bands, bands_m)
-    # second pass without bins at kinks (corners), where the interpolated
-    # reference is off by more than a fraction of the noise
-    curv = np.abs(np.roll(ref, -1, axis=1) - 2 * ref + np.roll(ref, 1, axis=1))
+    # second pass: against the mean of the other half's samples within REF_CLIP_K σ of that
+    # first reference (the per-bearing mean the noise is about, outliers left out: the
+    # middle half's mean of ranges in steps leans to the commonest step), and without
+    # points whose interpolation between two bins is off by more than a quarter of σ
+    # at a kink (a corner): f(1 − f)·|second difference| of the clipped means
+    half_key = (g.sid * 2 + half) * n_bins + g.bins
+    cross2 = _grouped_clipped_mean(half_key, r_c, cross_flat, sigma_at)
+    cross_i = _interpolate(cross2.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
+    res_all = r - cross_i
+    quiet &= np.isfinite(cross_i)
+    key = g.sid * n_bins + g.bins
+    smooth = _grouped_clipped_mean(
+        key, r_c, _grouped_trimmed_mean(key, r_c, n_str * n_bins), sigma_at
+    ).reshape(n_str, n_bins)
+    curv = np.abs(np.roll(smooth, -1, axis=1) - 2 * smooth + np.roll(smooth, 1, axis=1))
     with np.errstate(invalid="ignore"):
-        kink = curv > sigma_at(np.nan_to_num(ref, nan=0.0, posinf=0.0))
-    quiet &= ~kink[g.sid, g.b0] & ~kink[g.sid, g.b1]
-    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+        bend = np.fmax(curv[g.sid, g.b0], curv[g.sid, g.b1]) * g.f * (1.0 - g.f)
+        kink = bend > 0.25 * sigma_at(np.nan_to_num(ref_i, nan=0.0, posinf=0.0))
+    quiet &= ~kink
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m, 1.0)
     return bands, _sigma_lookup(bands, bands_m), quiet, res_all[quiet]
+
+
+def _grouped_clipped_mean(
+    keys: np.ndarray, values: np.ndarray, centre: np.ndarray,
+    sigma_at: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Per integer key: the mean of its ``values`` (m) within ``REF_CLIP_K`` σ(``centre``) of
+    its ``centre`` (m, per key; ``inf`` stays ``inf``), ``nan`` where none is."""
+    keys = np.asarray(keys, np.int64)
+    c = centre[keys]
+    with np.errstate(invalid="ignore"):
+        tol = REF_CLIP_K * sigma_at(np.nan_to_num(c, nan=0.0, posinf=0.0))
+        near = np.isfinite(values) & np.isfinite(c) & (np.abs(values - c) <= tol)
+    n = np.bincount(keys[near], minlength=centre.size)
+    total = np.bincount(keys[near], weights=values[near], minlength=centre.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+    return np.where(np.isinf(centre), centre, np.where(n > 0, mean, np.nan))
 
 
 def _grouped_trimmed_mean(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
@@ -332,15 +368,21 @@ def _slopes(ref: np.ndarray, jump: np.ndarray, width: float) -> np.ndarray:
 
 def clipped_sigma(x: np.ndarray) -> tuple[float, float]:
     """σ (same unit as ``x``) and its standard error of values ``x``: the standard
-    deviation of those within :data:`CLIP_K` σ of their mean, iterated from the whole
-    set until the kept values no longer change, divided by :data:`CLIP_SD_FACTOR` (a
+    deviation of those within :data:`CLIP_K` σ of their mean, iterated from a robust
+    start until the kept values no longer change, divided by :data:`CLIP_SD_FACTOR` (a
     normal's truncation). Unlike 1.4826·MAD it holds for values on a lattice (ranges
     in steps of 1 mm to a few cm), where the MAD falls to a lattice step or to 0; the
     values far out (outliers) are left out as the MAD leaves them out. The standard
     error is the SD's, σ·sqrt((κ − 1) / 4N) with κ the kept values' kurtosis."""
     x = np.asarray(x, dtype=np.float64)
     keep = np.ones(x.size, dtype=bool)
-    centre, sigma = float(np.median(x)), float(np.std(x))
+    centre = float(np.median(x))
+    # from a robust start that values in steps do not collapse: the MAD, else the half
+    # width of the middle 68 %, else a quarter of the middle 95.4 % (a step holding more
+    # than half, or 68 %, of the values makes the narrower ones 0), else the SD
+    p = np.percentile(x, [2.275, 15.866, 84.134, 97.725])
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(x - centre))), 0.5 * float(p[2] - p[1]))
+    sigma = sigma or 0.25 * float(p[3] - p[0]) or float(np.std(x))
     for _ in range(CLIP_MAX_ITER):
         new = np.abs(x - centre) <= CLIP_K * sigma
         if new.sum() < 2:
@@ -360,11 +402,11 @@ def clipped_sigma(x: np.ndarray) -> tuple[float, float]:
 
 def _band_sigmas(
     res: np.ndarray, ref_i: np.ndarray, use: np.ndarray, keys: np.ndarray, n_turns: np.ndarray,
-    bands_m: tuple[float, ...],
+    bands_m: tuple[float, ...], ref_var: float,
 ) -> list[dict]:
     """σ (m, :func:`clipped_sigma`) of the residuals ``res[use]`` per band of reference
     range, corrected for the noise of the reference (``n_turns``: the turns of each
-    point's other half)."""
+    point's other half; ``ref_var``: the reference's variance in σ²/n at a bin)."""
     band = np.digitize(ref_i[use], bands_m) - 1
     res, keys, n_turns = res[use], keys[use], n_turns[use]
     out: list[dict] = []
@@ -374,7 +416,7 @@ def _band_sigmas(
         sigma = se = float("nan")
         if rj.size >= MIN_BAND_POINTS:
             n_eff = float(np.median(n_turns[in_band]))
-            ref_factor = np.sqrt(1.0 + 2.0 * TRIM_VAR / (3.0 * n_eff))
+            ref_factor = np.sqrt(1.0 + 2.0 * ref_var / (3.0 * n_eff))
             sigma, se = (v / ref_factor for v in clipped_sigma(rj))
         out.append({
             "lo_m": float(bands_m[j]),
