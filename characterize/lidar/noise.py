@@ -231,8 +231,8 @@ def _noise_bands(
     smooth = _grouped_clipped_mean(
         key, r_c, _grouped_trimmed_mean(key, r_c, n_str * n_bins), sigma_at
     ).reshape(n_str, n_bins)
-    curv = np.abs(np.roll(smooth, -1, axis=1) - 2 * smooth + np.roll(smooth, 1, axis=1))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # inf (no return) bins: nan, no kink
+        curv = np.abs(np.roll(smooth, -1, axis=1) - 2 * smooth + np.roll(smooth, 1, axis=1))
         bend = np.fmax(curv[g.sid, g.b0], curv[g.sid, g.b1]) * g.f * (1.0 - g.f)
         kink = bend > 0.25 * sigma_at(np.nan_to_num(ref_i, nan=0.0, posinf=0.0))
     quiet &= ~kink
@@ -476,14 +476,16 @@ def _classify(
     cols_s = [nb_surf, np.where(jump[se_, b0e], np.nan, ref_i[e])]
     for j in range(min(2, EDGE_BINS)):
         # line through bins (b0-j-1, b0-j) and through (b1+j, b1+j+1), evaluated at the point
+        # (inf - inf of two no-return bins is nan: those pairs are split, not used)
         lo, hi = nb[:, c - j - 1], nb[:, c - j]
-        cols_s.append(
-            np.where(jump[se_, (b0e - j - 1) % n_bins], np.nan, hi + (j + fe) * (hi - lo))
-        )
-        lo, hi = nb[:, c + 1 + j], nb[:, c + 2 + j]
-        cols_s.append(
-            np.where(jump[se_, (b0e + 1 + j) % n_bins], np.nan, lo - (j + 1 - fe) * (hi - lo))
-        )
+        with np.errstate(invalid="ignore"):
+            cols_s.append(
+                np.where(jump[se_, (b0e - j - 1) % n_bins], np.nan, hi + (j + fe) * (hi - lo))
+            )
+            lo, hi = nb[:, c + 1 + j], nb[:, c + 2 + j]
+            cols_s.append(
+                np.where(jump[se_, (b0e + 1 + j) % n_bins], np.nan, lo - (j + 1 - fe) * (hi - lo))
+            )
     surfaces = np.column_stack(cols_s)
     with np.errstate(invalid="ignore"):
         tol = outlier_k * sigma_at(np.nan_to_num(surfaces, nan=0.0, posinf=0.0, neginf=0.0))
