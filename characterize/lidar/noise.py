@@ -200,7 +200,7 @@ def _noise_bands(
     (m) and each point's interpolated reference (m). Returns the bands, σ(range), the
     quiet points and their residuals (m)."""
     half, stretch = halves
-    _, ref_i = refs
+    ref, ref_i = refs
     n_str, n_bins = g.n_str, g.n_bins
     # noise residuals against a reference built from the other half of the turns
     # (odd turns against even ones and back), so a point never shifts its own reference
@@ -227,10 +227,8 @@ def _noise_bands(
     cross_i = _interpolate(cross2.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
     res_all = r - cross_i
     quiet &= np.isfinite(cross_i)
-    key = g.sid * n_bins + g.bins
-    smooth = _grouped_clipped_mean(
-        key, r_c, _grouped_trimmed_mean(key, r_c, n_str * n_bins), sigma_at
-    ).reshape(n_str, n_bins)
+    smooth = _grouped_clipped_mean(g.sid * n_bins + g.bins, r_c, ref.ravel(), sigma_at)
+    smooth = smooth.reshape(n_str, n_bins)
     with np.errstate(invalid="ignore"):  # inf (no return) bins: nan, no kink
         curv = np.abs(np.roll(smooth, -1, axis=1) - 2 * smooth + np.roll(smooth, 1, axis=1))
         bend = np.fmax(curv[g.sid, g.b0], curv[g.sid, g.b1]) * g.f * (1.0 - g.f)
@@ -260,21 +258,25 @@ def _grouped_clipped_mean(
 
 def _grouped_trimmed_mean(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
     """Per integer key in ``[0, n_groups)``: the mean of the middle half of its finite
-    ``values`` (m; ranks ⌊c/4⌋ to c − ⌊c/4⌋ of c), ``inf`` where the median is ``inf``
-    (mostly no returns), ``nan`` where empty."""
-    med, _ = grouped_median(keys, values, n_groups)
-    fin = np.isfinite(values)
-    k, v = np.asarray(keys, np.int64)[fin], np.asarray(values, np.float64)[fin]
-    order = np.lexsort((v, k))
-    k, v = k[order], v[order]
-    counts = np.bincount(k, minlength=n_groups)[:n_groups]
+    ``values`` (m; ranks ⌊c/4⌋ to c − ⌊c/4⌋ of c), ``inf`` where the median of all of
+    them is ``inf`` (mostly no returns), ``nan`` where empty. ``values`` hold no nan."""
+    keys = np.asarray(keys, np.int64)
+    v = np.asarray(values, np.float64)
+    order = np.lexsort((v, keys))
+    v = v[order]  # by key, then value: a group's finite values first, its inf last
+    counts = np.bincount(keys, minlength=n_groups)[:n_groups]
+    finite = np.bincount(keys, weights=np.isfinite(values), minlength=n_groups)[:n_groups]
+    finite = finite.astype(np.int64)
     starts = np.cumsum(counts) - counts
-    cut = counts // 4
-    csum = np.concatenate(([0.0], np.cumsum(v)))
-    lo, hi = starts + cut, starts + counts - cut
+    mid = starts + counts // 2  # the upper median's place: inf there, the median is inf
+    cut = finite // 4
+    csum = np.concatenate(([0.0], np.cumsum(np.where(np.isfinite(v), v, 0.0))))
+    lo, hi = starts + cut, starts + finite - cut
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (csum[hi] - csum[lo]) / (hi - lo)
-    return np.where(np.isfinite(med), mean, med)
+    median_inf = (counts > 0) & ~np.isfinite(v[np.minimum(mid, max(v.size - 1, 0))]) if v.size \
+        else np.zeros(n_groups, bool)
+    return np.where(counts == 0, np.nan, np.where(median_inf, np.inf, mean))
 
 
 def _labels(n: int, idx: np.ndarray, masks: tuple[np.ndarray, ...]) -> np.ndarray:
