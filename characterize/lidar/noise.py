@@ -274,8 +274,9 @@ def _grouped_trimmed_mean(keys: np.ndarray, values: np.ndarray, n_groups: int) -
     lo, hi = starts + cut, starts + finite - cut
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (csum[hi] - csum[lo]) / (hi - lo)
-    median_inf = (counts > 0) & ~np.isfinite(v[np.minimum(mid, max(v.size - 1, 0))]) if v.size \
-        else np.zeros(n_groups, bool)
+    median_inf = np.zeros(n_groups, bool)
+    if v.size:
+        median_inf = (counts > 0) & ~np.isfinite(v[np.minimum(mid, v.size - 1)])
     return np.where(counts == 0, np.nan, np.where(median_inf, np.inf, mean))
 
 
