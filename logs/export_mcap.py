@@ -4,6 +4,7 @@ docs/FORMAT.md ("Export to MCAP") lists them, stamped in wall-clock ns
 
 from __future__ import annotations
 
+import copy
 import heapq
 import os
 import shutil
@@ -52,7 +53,8 @@ class McapExport:
     messages: dict[str, int] = field(default_factory=dict)
     """Messages per topic."""
     time_offset_ns: int = 0
-    """Added to every session time for the stamps (wall clock = session + offset)."""
+    """Added to every session time on the host clock for the stamps (wall clock = session +
+    offset); a stream or event already on Unix time is stamped as it is."""
     points_dropped: dict[str, int] = field(default_factory=dict)
     """Per lidar: points that shared a ray bin with a nearer point."""
     bins: dict[str, int] = field(default_factory=dict)
@@ -107,17 +109,44 @@ def _frame(attrs: dict[str, Any], key: str, default: str) -> str:
 
 
 Item = tuple[int, int, str, str, bytes]
-"""(log time ns, tie-breaker, topic, message type, the message's CDR bytes)."""
+"""(log time: the stamp, ns since 1970; tie-breaker, topic, message type, the message's CDR
+bytes)."""
+
+
+MAX_STAMP_NS = 2**31 * 1_000_000_000
+"""A ROS 2 stamp's seconds are an int32: the first time (ns since 1970, 2038-01-19) none holds."""
 
 
 class _Builder:
-    """ROS 2 messages from session arrays, stamped ``t + offset``."""
+    """ROS 2 messages from session arrays, stamped ``t + offset``: ``offset`` is the session's
+    clock anchor for a stream on the host clock, 0 for one already on Unix time
+    (:meth:`along`)."""
 
     def __init__(self, offset: int, where: str, skip_invalid: bool) -> None:
         self.offset = offset
+        self.host_offset = offset
         self.where = where
         self.skip_invalid = skip_invalid
         self.skipped: dict[str, int] = {}
+
+    def along(self, first_ns: int | None, what: str) -> _Builder:
+        """This builder for a stream (or event) ``what`` whose first time is ``first_ns``
+        (ns): its times are already Unix time from :data:`UNIX_TIME_FROM_NS` on (an imported
+        bag or epoch-stamped file beside a capture on the host clock), else they take the
+        anchor. Its errors name ``what``."""
+        other = copy.copy(self)  # the skipped counts stay shared
+        other.where = f"{self.where}: {what}"
+        unix = first_ns is not None and first_ns >= UNIX_TIME_FROM_NS
+        other.offset = 0 if unix else self.host_offset
+        return other
+
+    def stamps(self, t_ns: np.ndarray) -> np.ndarray:
+        """Session times' stamps (ns since 1970), each checked as :meth:`stamp` checks it."""
+        out = np.asarray(t_ns, dtype=np.int64) + self.offset
+        bad = np.flatnonzero((out < 0) | (out >= MAX_STAMP_NS))
+        if bad.size:
+            self.stamp(int(np.asarray(t_ns)[bad[0]]))  # raises
+        return out
 
     def checked(self, key: str, batch: Batch) -> tuple[Batch, np.ndarray | None]:
         """``batch`` without its impossible samples (refused unless ``skip_invalid``)
@@ -129,10 +158,20 @@ class _Builder:
         return kept, ~dropped
 
     def stamp(self, t_ns: int) -> int:
-        """A session time's stamp (ns since 1970)."""
+        """A session time's stamp (ns since 1970).
+
+        Raises:
+            SessionError: a stamp before 1970 or from 2038-01-19 on (a ROS 2 stamp's
+                int32 seconds)."""
         if t_ns + self.offset < 0:
             raise SessionError(
                 f"{self.where}: time {t_ns} ns is before 1970; a ROS stamp cannot be"
+            )
+        if t_ns + self.offset >= MAX_STAMP_NS:
+            shifted = f" (+ {self.offset} ns, the session's clock anchor)" if self.offset else ""
+            raise SessionError(
+                f"{self.where}: time {t_ns} ns{shifted} is 2038-01-19 or later; a ROS 2 "
+                "stamp (int32 seconds) cannot be"
             )
         return t_ns + self.offset
 
@@ -156,6 +195,7 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
     frame = _frame(stream.attrs, "ros_frame_id", name)
     if turns.n_turns == 0:
         return
+    b = b.along(int(turns.t_first_ns[0]), f"lidar/{name}")
     grid = ScanGrid.for_stream(turns.angle, turns.count)
     out.bins[name] = grid.n_bins
     out.points_dropped[name] = 0
@@ -168,15 +208,16 @@ def _lidar_items(b: _Builder, s: Session, name: str, out: McapExport) -> Iterato
                         turns.t_ns[lo:hi])  # fmt: skip
         t0 = scan.stamp_ns
         out.points_dropped[name] += scan.dropped
-        data = scan.laser_scan(b.stamp(t0), frame, float(turns.speed_hz[k]), limits)
-        yield t0, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
+        log = b.stamp(t0)
+        data = scan.laser_scan(log, frame, float(turns.speed_hz[k]), limits)
+        yield log, 0, f"/{name}/scan", "sensor_msgs/msg/LaserScan", data
         if turns.device_ns[k] != NO_DEVICE_TIME:  # stamped as the scan it belongs to
             data = b.time_reference(t0, int(turns.device_ns[k]), name)
-            yield t0, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", data
+            yield log, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", data
         if turns.flags[k]:
             f = int(turns.flags[k])
             msg = b.diagnostics(t0, ros2_cdr.WARN, name, _flag_names(f, TurnFlag), {"flags": f})
-            yield t0, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
+            yield log, 2, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
 def _scan_limits(s: Session, attrs: dict[str, Any]) -> tuple[float, float]:
@@ -200,9 +241,10 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
     parent = _frame(stream.attrs, "ros_frame_id", ODOM_FRAME if child else "world")
     keep = np.flatnonzero(pb.valid)
     rows = np.column_stack([pb.position, pb.quat_xyzw])  # (n, 7): the pose fields
+    b = b.along(int(pb.t_ns[keep[0]]) if keep.size else None, f"pose/{name}")
     stamps = pb.t_ns + b.offset
-    if keep.size and (stamps[keep] < 0).any():
-        b.stamp(int(pb.t_ns[keep][np.argmax(stamps[keep] < 0)]))  # raises
+    if keep.size:
+        b.stamps(pb.t_ns[keep])  # raises for a stamp before 1970 or past 2038
     n = keep.size
     poses = ros2_cdr.pose_stamped_rows(stamps[keep], parent, rows[keep])
     if child is not None:
@@ -212,18 +254,18 @@ def _pose_items(b: _Builder, s: Session, name: str, child: str | None) -> Iterat
         ))  # fmt: skip
         tfs = ros2_cdr.tf_rows(stamps[keep], (parent, child), rows[keep])
     for j, k in enumerate(keep):
-        t = int(pb.t_ns[k])
-        yield t, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", poses[j]
+        t, log = int(pb.t_ns[k]), int(stamps[k])
+        yield log, 0, f"/{name}/pose", "geometry_msgs/msg/PoseStamped", poses[j]
         if pb.flags[k]:
             f = int(pb.flags[k])
             msg = b.diagnostics(t, ros2_cdr.OK, name, _flag_names(f, PoseFlag), {"flags": f})
-            yield t, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
+            yield log, 1, f"/{name}/flags", "diagnostic_msgs/msg/DiagnosticArray", msg
         if child is not None:
-            yield t, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odoms[j]
-            yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tfs[j]
+            yield log, 2, f"/{name}/odom", "nav_msgs/msg/Odometry", odoms[j]
+            yield log, 3, "/tf", "tf2_msgs/msg/TFMessage", tfs[j]
     if keep.size:
-        last = int(pb.t_ns[keep[-1]])
-        path = ros2_cdr.path(int(stamps[keep[-1]]), parent, stamps[keep], rows[keep])
+        last = int(stamps[keep[-1]])
+        path = ros2_cdr.path(last, parent, stamps[keep], rows[keep])
         yield last, 4, f"/{name}/path", "nav_msgs/msg/Path", path
 
 
@@ -237,19 +279,18 @@ def _encoder_items(b: _Builder, s: Session, name: str) -> Iterator[Item]:
     velocity = np.zeros((len(e), 0))
     if imu:
         velocity = np.column_stack([np.full((len(e), n + 1), np.nan), e.yaw_rate])
-    stamps = e.host_ns + b.offset
-    if len(e) and stamps.min() < 0:
-        b.stamp(int(e.host_ns[np.argmin(stamps)]))  # raises
+    b = b.along(int(e.host_ns[0]) if len(e) else None, f"encoders/{name}")
+    stamps = b.stamps(e.host_ns)
     counts = ros2_cdr.joint_state_rows(stamps, name, labels, position, velocity)
     timed = e.device_ns != NO_DEVICE_TIME
     if (e.device_ns[timed] < 0).any():
         b.time_reference(0, int(e.device_ns[timed].min()), name)  # raises
     refs = iter(ros2_cdr.time_reference_rows(stamps[timed], e.device_ns[timed], name))
     for k in range(len(e)):
-        t = int(e.host_ns[k])
-        yield t, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", counts[k]
+        log = int(stamps[k])
+        yield log, 0, f"/{name}/counts", "sensor_msgs/msg/JointState", counts[k]
         if timed[k]:
-            yield t, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", next(refs)
+            yield log, 1, f"/{name}/time_reference", "sensor_msgs/msg/TimeReference", next(refs)
 
 
 def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Iterator[Item]:
@@ -261,28 +302,31 @@ def _mount_items(b: _Builder, s: Session, names: list[str], start: int) -> Itera
             xy_yaw = [float(v) for v in np.asarray(attrs["mount_xy_yaw"], dtype=np.float64)]
             mounts.append((_frame(attrs, "ros_frame_id", name), xy_yaw))
     if mounts:
-        msg = ros2_cdr.mounts_tf(b.stamp(start), BODY_FRAME, mounts)
-        yield start, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
+        log = b.stamp(start)
+        msg = ros2_cdr.mounts_tf(log, BODY_FRAME, mounts)
+        yield log, -1, "/tf_static", "tf2_msgs/msg/TFMessage", msg
 
 
 def _event_items(b: _Builder, s: Session) -> Iterator[Item]:
     for e in sorted(s.events(), key=lambda e: e.t_ns):
         level = ros2_cdr.EVENT_LEVEL.get(e.kind, ros2_cdr.OK)
-        msg = b.diagnostics(int(e.t_ns), level, e.source, e.message, {"kind": e.kind})
-        yield int(e.t_ns), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
+        at = b.along(int(e.t_ns), "events")
+        msg = at.diagnostics(int(e.t_ns), level, e.source, e.message, {"kind": e.kind})
+        yield at.stamp(int(e.t_ns)), 5, "/events", "diagnostic_msgs/msg/DiagnosticArray", msg
 
 
 def _odometry_items(b: _Builder, track: OdometryTrack) -> Iterator[Item]:
     """``/odom`` and ``/tf`` (``odom`` → ``base_link``) per frame of ``track``."""
+    b = b.along(int(track.t_ns[0]) if track.t_ns.size else None, "/odom")
     for k in range(track.t_ns.size):
-        t = int(track.t_ns[k])
+        log = b.stamp(int(track.t_ns[k]))
         cov = (track.var[k, 0], 0.0, 0.0, track.var[k, 1], 0.0, track.var[k, 2])
         odom, tf = ros2_cdr.planar_odometry(
-            b.stamp(t), (ODOM_FRAME, BODY_FRAME), track.pose[k], cov, track.velocity[k],
+            log, (ODOM_FRAME, BODY_FRAME), track.pose[k], cov, track.velocity[k],
             track.velocity_var[k],
         )  # fmt: skip
-        yield t, 2, "/odom", "nav_msgs/msg/Odometry", odom
-        yield t, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
+        yield log, 2, "/odom", "nav_msgs/msg/Odometry", odom
+        yield log, 3, "/tf", "tf2_msgs/msg/TFMessage", tf
 
 
 def _estimate_children(s: Session, names: list[str], taken: bool) -> dict[str, str]:
@@ -358,7 +402,7 @@ def export_mcap(
             w.set_custom_data("sensorbench_session", Path(session).name)
             w.set_custom_data("sensorbench_time_offset_ns", str(offset))
             _write_all(w, store, heapq.merge(*sources, key=lambda i: (i[0], i[1])), result,
-                       offset, progress, total)  # fmt: skip
+                       progress, total)  # fmt: skip
         (mcap,) = bag.glob("*.mcap")
         shutil.move(mcap, out)
     result.skipped = b.skipped
@@ -370,7 +414,6 @@ def _write_all(
     store: Any,
     items: Iterator[Item],
     result: McapExport,
-    offset: int,
     progress: Callable[[int, int], None] | None,
     total: int,
 ) -> None:
@@ -381,7 +424,7 @@ def _write_all(
             conns[topic] = w.add_connection(
                 topic, msgtype, typestore=store, offered_qos_profiles=qos
             )
-        w.write(conns[topic], t + offset, msg)
+        w.write(conns[topic], t, msg)
         result.messages[topic] = result.messages.get(topic, 0) + 1
         if progress is not None and not done % 4096:
             progress(min(done, total), total)

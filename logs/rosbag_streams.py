@@ -167,6 +167,27 @@ def _finite(where: str, what: str, values: np.ndarray) -> None:
         )
 
 
+def _check_stamped(where: Path, stamps: np.ndarray, recv: np.ndarray) -> None:
+    """Refuse a topic whose every header stamp is 0 (its publisher never stamped it: ROS's
+    unset time): ``--duplicates`` would keep one of its messages and drop the rest as
+    repeats of one stamp.
+
+    Raises:
+        ImportFormatError: two or more messages, every stamp 0 (the bag's receive times,
+            ns, give their span when known)."""
+    if stamps.size >= 2 and not stamps.any():
+        span = (
+            f"; the bag received them over {(int(recv.max()) - int(recv.min())) / 1e9:.3f} s"
+            if recv.size else ""
+        )  # fmt: skip
+        raise ImportFormatError(
+            f"{where}:1: the header stamps of all {stamps.size} messages are 0 (unset: the "
+            f"publisher never stamped them{span}); a "
+            "sample's time is its header stamp, so nothing can be imported from this topic "
+            "(stamp the messages, e.g. with the receive time, and import the new bag)"
+        )
+
+
 def _frames_attr(values: list[str]) -> str:
     """One frame id, or several in order of first use (a topic that changed frames)."""
     return ", ".join(dict.fromkeys(values))
@@ -233,6 +254,7 @@ def pose_stream(
     values = np.array([r[2:9] for r in rows], dtype=np.float64).reshape(-1, 7)
     pos, quat = values[:, :3], values[:, 3:]
     index = np.arange(1, len(rows) + 1)
+    _check_stamped(where, t_ns, recv)
     _finite(str(where), "position", pos)
     _finite(str(where), "orientation", quat)
     _check_positions(where, index, pos, _POSITION_COLUMNS, max_position_m)
@@ -307,6 +329,7 @@ def scan_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagS
     stamps = np.array([r[0] for r in rows], dtype=np.int64)
     recv = np.array([r[1] for r in rows], dtype=np.int64)
     index = np.arange(1, len(rows) + 1)
+    _check_stamped(where, stamps, recv)
     order = order_times(where, index, stamps, duplicates)
     keep = order.keep
     kept = [rows[k] for k in np.flatnonzero(keep)]
@@ -428,6 +451,7 @@ def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> Bag
     if YAW_JOINT in names:
         yaw, rate = pos[:, names.index(YAW_JOINT)], vel[:, names.index(YAW_JOINT)]
     index = np.arange(1, n + 1)
+    _check_stamped(Path(where), stamps, np.zeros(0, np.int64))
     order = order_times(Path(where), index, stamps, duplicates)
     keep = order.keep
     batch = EncoderBatch(

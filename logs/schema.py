@@ -99,6 +99,9 @@ ESTIMATE_STREAM = "estimate"
 LIVE_OUTPUTS = (MERGED_STREAM, ESTIMATE_STREAM)
 """The streams ``live`` writes beside the devices': no device may take their names."""
 
+MAX_NAME_BYTES = EVENT_DTYPE["source"].itemsize
+"""Longest stream name (UTF-8 bytes): a device's events carry its name as their source."""
+
 KIND_NAMES = {"pods": "encoder", "ld19": "lidar", "a1": "lidar", "mocap": "pose",
               "pose_sensor": "pose", "estimate": "pose"}  # fmt: skip
 """Default stream names that belong to one kind of stream; no other kind may take them."""
@@ -112,6 +115,12 @@ def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:
         return (
             f"invalid stream name {name!r}: a printable name without '/', control "
             "characters or blanks at its ends, not '.' or '..'"
+        )
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        return (
+            f"stream name {name!r} is {len(name.encode('utf-8'))} bytes (UTF-8): at most "
+            f"{MAX_NAME_BYTES}, as the events table holds a source name (a device's events "
+            "under a cut name are not its own)"
         )
     if name in RESERVED_NAMES:
         return f"stream name {name!r} is reserved (names: {', '.join(RESERVED_NAMES)})"

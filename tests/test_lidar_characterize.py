@@ -16,7 +16,12 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import norm
 
-from sensorbench.characterize.lidar.noise import LABEL_EDGE, LABEL_FALSE
+from sensorbench.characterize.lidar.noise import (
+    CLIP_K,
+    CLIP_SD_FACTOR,
+    LABEL_EDGE,
+    LABEL_FALSE,
+)
 from sensorbench.characterize.lidar.stats import (
     StaticOptions,
     characterize_session,
@@ -125,25 +130,15 @@ def test_range_noise_per_band(static_session, sim, name):
             continue
         measured += 1
         # the injected σ of exactly the points used (a band of reference range can
-        # straddle a simulator band edge), plus range quantization q²/12; the value
-        # a MAD estimator converges to for that normal mixture solves
-        # mean(2Φ(m/σ_i) − 1) = 1/2, σ = 1.4826 m
+        # straddle a simulator band edge), plus range quantization q²/12; the value the
+        # clipped SD (within 3 σ, over a normal's 0.98658) converges to for that mixture
         sig = np.sqrt(
             band_sigma(p, tr["true_range"][used]) ** 2 + p["range_resolution_m"] ** 2 / 12
         )
-        m = _mixture_mad(sig)
-        expected = 1.482602218505602 * m
-        # SE of 1.4826·MAD for N normal samples: 1.166 σ/√N (reported as se_m)
+        expected = _mixture_clipped_sd(sig)
+        # SE of an SD of N normal samples: σ/√(2N) (reported as se_m, from the kurtosis)
         assert abs(b["sigma_m"] - expected) <= 3 * b["se_m"], (b, expected)
     assert measured >= 3
-
-
-def _mixture_mad(sig: np.ndarray) -> float:
-    lo, hi = 0.0, 10 * float(sig.max())
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if np.mean(2 * norm.cdf(mid / sig) - 1) < 0.5 else (lo, mid)
-    return 0.5 * (lo + hi)
 
 
 def _fan(sim, name, turns, idx, step_rad, n=21):
@@ -160,6 +155,18 @@ def _fan(sim, name, turns, idx, step_rad, n=21):
     )
     origins = np.broadcast_to(origin, (ang.size, 2))
     return sim.world.raycast(origins, ang.ravel()).reshape(ang.shape)
+
+
+def _mixture_clipped_sd(sig: np.ndarray) -> float:
+    """The σ :func:`clipped_sigma` converges to for normal noise of σ ``sig`` per point:
+    the fixed point s = sqrt(E[x²; |x| ≤ k s] / P(|x| ≤ k s)) / CLIP_SD_FACTOR."""
+    s = float(np.sqrt(np.mean(sig**2)))
+    for _ in range(200):
+        z = CLIP_K * s / sig
+        mass = 2 * norm.cdf(z) - 1
+        second = np.mean(sig**2 * (mass - 2 * z * norm.pdf(z)))
+        s = float(np.sqrt(second / np.mean(mass))) / CLIP_SD_FACTOR
+    return s
 
 
 @pytest.mark.parametrize("name", ["ld19", "lidar_rear"])
@@ -326,7 +333,7 @@ def test_static_stretches_only(tmp_path):
     assert not np.any(used & (t > 12.0) & (t < 20.0))
     assert used[t < 12.0].mean() > 0.75 and used[t > 20.0].mean() > 0.75
     band = res.noise.bands[0]
-    # a single injected σ: the estimate within 3 SE (1.166 σ/√N)
+    # a single injected σ: the estimate within 3 SE (an SD's: σ/√(2N))
     assert abs(band["sigma_m"] - sigma) <= 3 * band["se_m"]
 
 
@@ -355,7 +362,7 @@ def test_noise_standard_errors_are_calibrated(tmp_path):
                     continue
                 sig = band_sigma(p, tr["true_range"][used])
                 sig = np.sqrt(sig**2 + p["range_resolution_m"] ** 2 / 12)
-                z.append((b["sigma_m"] - 1.482602218505602 * _mixture_mad(sig)) / b["se_m"])
+                z.append((b["sigma_m"] - _mixture_clipped_sd(sig)) / b["se_m"])
     z = np.asarray(z)
     assert z.size >= 50
     # mean of n N(0,1): SE 1/√n; sample std of n N(0,1): SE ≈ 1/√(2n)

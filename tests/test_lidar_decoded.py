@@ -57,7 +57,7 @@ def test_characterize_decoded_raw_capture(tmp_path):
     assert doc["timing"]["skipped_turns"] == int(s.turn_skipped[seen[1] : seen[-2] + 1].sum())
     assert doc["timing"]["clock"] == "device"
     assert abs(doc["timing"]["rate_hz"] - s.params["rate_hz"]) < 0.05
-    # range noise per band: σ_band ± 3 SE (SE as reported, 1.166 σ/√N), plus the
+    # range noise per band: σ_band ± 3 SE (SE as reported, an SD's σ/√(2N)), plus the
     # spread a band picks up from the simulator's next band at its edges (≤ 3 %)
     sig = dict(
         zip(s.params["noise_band_edges_m"][:-1], s.params["noise_band_sigma_m"], strict=True)

@@ -90,3 +90,49 @@ def test_export_refuses_a_name_two_kinds_share_in_an_old_file(tmp_path) -> None:
     assert not out.exists()
     with Session(session) as s:
         assert s.pose_names() == ["pods"]
+
+
+def _gap_turns():
+    """300 LD19-like turns at 10 Hz (450 points, 2 m) with turns 100-109 missing: a
+    1.1 s gap after turn 99 (ns times)."""
+    import numpy as np
+
+    from sensorbench.logs import LidarTurns
+
+    keep = np.r_[0:100, 110:300]
+    start = keep.astype(np.int64) * 100_000_000
+    n, p = keep.size, 450
+    angle = np.tile(np.arange(p) * (2 * np.pi / p), n).astype(np.float32)
+    t = np.repeat(start, p) + np.tile(np.arange(p, dtype=np.int64) * 222_222, n)
+    return LidarTurns(start, start.copy(), np.full(n, 10, np.float32), np.full(n, p, np.int32),
+                      np.zeros(n, np.uint16), angle, np.full(n * p, 2.0, np.float32),
+                      np.full(n * p, 100, np.uint16), t)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["lidar_front_left_bumper_mount_v2", "lidar_front_left_bumper_mount_v2x",
+     "lidar_front_left_bumper_mount_é2"],
+    ids=["32-bytes", "33-bytes", "33-bytes-utf8"],
+)  # fmt: skip
+def test_a_device_name_fits_its_events_source(tmp_path, name) -> None:
+    """The events table holds a source of 32 bytes: a longer lidar name's stale event
+    was stored cut, so `characterize lidar` did not see it as the device's and counted
+    its 1.1 s gap as 10 skipped turns instead of one USB drop-off."""
+    from sensorbench.characterize.lidar.stats import characterize_session
+
+    path = tmp_path / "s.h5"
+    writer = SessionWriter(path, swmr=False)
+    if len(name.encode()) > 32:
+        with pytest.raises(SessionError, match=r"is 33 bytes \(UTF-8\): at most 32"):
+            writer.add_lidar(name, attrs={"model": "LD19"})
+        writer.abort()
+        assert not path.exists()
+        return
+    assert len(name.encode()) == 32
+    with writer:
+        writer.add_lidar(name, attrs={"model": "LD19"})
+        writer.append_turns(name, _gap_turns())
+        writer.event(9_900_000_000 + 600_000_000, name, "stale", "no bytes for 0.50 s")
+    timing = characterize_session(path, name, timing_only=True).timing
+    assert (timing.usb_stale, timing.usb_dropoff_gaps, timing.skipped_turns) == (1, 1, 0)

@@ -1,7 +1,7 @@
 """Range noise by distance band and the outlier classifier, from static stretches: residuals
-against the other half of the turns' reference (a point never enters its own), σ from
-the MAD (m), each return labelled (``LABEL_*``). docs/LIDAR.md ("Noise and the outlier
-classifier")."""
+against the other half of the turns' reference (a point never enters its own), σ their
+outlier-clipped standard deviation (m), each return labelled (``LABEL_*``). docs/LIDAR.md
+("Noise and the outlier classifier")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,22 @@ from sensorbench.logs.scan_bins import TWO_PI, angle_bins, grouped_median, turn_
 
 DEFAULT_BANDS_M = (0.02, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0)
 MAD_TO_SIGMA = 1.482602218505602
-MAD_SE_FACTOR = 1.1664
+CLIP_K = 3.0
+"""The band σ is the standard deviation of the residuals within ``CLIP_K`` σ of their mean
+(iterated): the MAD collapses on ranges that come in steps comparable to the noise (a
+LaserScan's fixed bearings, a sensor's millimetre or coarser resolution); 3 σ leaves out
+what the MAD left out (returns a few σ off a surface at grazing faces)."""
+CLIP_SD_FACTOR = 0.9865784
+"""SD of a normal truncated to ±``CLIP_K`` σ, in σ: sqrt(1 − 2kφ(k) / (2Φ(k) − 1)), k = 3."""
+CLIP_MAX_ITER = 100
+REF_CLIP_K = 5.0
+"""The second pass's reference of a bin is the mean of its samples within this many σ of
+the first (wide: the first σ of ranges in coarse steps reads low, and the steps next to
+the commonest must stay in)."""
+TRIM_VAR = 1.195
+"""Variance of the mean of a normal sample's middle half (its 25 % trimmed mean), in σ²/n:
+the noise residuals' reference (the median's is π/2; the median of ranges in steps
+sits on a step, off their mean by up to half a step, which no σ would remove)."""
 MIN_BAND_POINTS = 30
 SIGMA_FLOOR_M = 1e-3
 MIN_DETECT_P = 0.2
@@ -189,7 +204,9 @@ def _noise_bands(
     n_str, n_bins = g.n_str, g.n_bins
     # noise residuals against a reference built from the other half of the turns
     # (odd turns against even ones and back), so a point never shifts its own reference
-    cross_flat, _ = grouped_median((g.sid * 2 + half) * n_bins + g.bins, r_c, 2 * n_str * n_bins)
+    cross_flat = _grouped_trimmed_mean(
+        (g.sid * 2 + half) * n_bins + g.bins, r_c, 2 * n_str * n_bins
+    )
     other = g.sid * 2 + 1 - half
     cross_i = _interpolate(cross_flat.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
     n_half = np.bincount(
@@ -198,16 +215,69 @@ def _noise_bands(
     res_all = r - cross_i
     quiet = ~excluded & np.isfinite(r) & np.isfinite(ref_i) & np.isfinite(cross_i)
     flat0 = g.sid * n_bins + g.b0
-    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m, TRIM_VAR)
     sigma_at = _sigma_lookup(bands, bands_m)
-    # second pass without bins at kinks (corners), where the interpolated
-    # reference is off by more than a fraction of the noise
-    curv = np.abs(np.roll(ref, -1, axis=1) - 2 * ref + np.roll(ref, 1, axis=1))
-    with np.errstate(invalid="ignore"):
-        kink = curv > sigma_at(np.nan_to_num(ref, nan=0.0, posinf=0.0))
-    quiet &= ~kink[g.sid, g.b0] & ~kink[g.sid, g.b1]
-    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m)
+    # second pass: against the mean of the other half's samples within REF_CLIP_K σ of that
+    # first reference (the per-bearing mean the noise is about, outliers left out: the
+    # middle half's mean of ranges in steps leans to the commonest step), and without
+    # points whose interpolation between two bins is off by more than a quarter of σ
+    # at a kink (a corner): f(1 − f)·|second difference| of the clipped means
+    half_key = (g.sid * 2 + half) * n_bins + g.bins
+    cross2 = _grouped_clipped_mean(half_key, r_c, cross_flat, sigma_at)
+    cross_i = _interpolate(cross2.reshape(n_str * 2, n_bins), other, g.b0, g.b1, g.f, np.nan)
+    res_all = r - cross_i
+    quiet &= np.isfinite(cross_i)
+    smooth = _grouped_clipped_mean(g.sid * n_bins + g.bins, r_c, ref.ravel(), sigma_at)
+    smooth = smooth.reshape(n_str, n_bins)
+    with np.errstate(invalid="ignore"):  # inf (no return) bins: nan, no kink
+        curv = np.abs(np.roll(smooth, -1, axis=1) - 2 * smooth + np.roll(smooth, 1, axis=1))
+        bend = np.fmax(curv[g.sid, g.b0], curv[g.sid, g.b1]) * g.f * (1.0 - g.f)
+        kink = bend > 0.25 * sigma_at(np.nan_to_num(ref_i, nan=0.0, posinf=0.0))
+    quiet &= ~kink
+    bands = _band_sigmas(res_all, ref_i, quiet, flat0, n_half, bands_m, 1.0)
     return bands, _sigma_lookup(bands, bands_m), quiet, res_all[quiet]
+
+
+def _grouped_clipped_mean(
+    keys: np.ndarray, values: np.ndarray, centre: np.ndarray,
+    sigma_at: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Per integer key: the mean of its ``values`` (m) within ``REF_CLIP_K`` σ(``centre``) of
+    its ``centre`` (m, per key; ``inf`` stays ``inf``), ``nan`` where none is."""
+    keys = np.asarray(keys, np.int64)
+    c = centre[keys]
+    with np.errstate(invalid="ignore"):
+        tol = REF_CLIP_K * sigma_at(np.nan_to_num(c, nan=0.0, posinf=0.0))
+        near = np.isfinite(values) & np.isfinite(c) & (np.abs(values - c) <= tol)
+    n = np.bincount(keys[near], minlength=centre.size)
+    total = np.bincount(keys[near], weights=values[near], minlength=centre.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / n
+    return np.where(np.isinf(centre), centre, np.where(n > 0, mean, np.nan))
+
+
+def _grouped_trimmed_mean(keys: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per integer key in ``[0, n_groups)``: the mean of the middle half of its finite
+    ``values`` (m; ranks ⌊c/4⌋ to c − ⌊c/4⌋ of c), ``inf`` where the median of all of
+    them is ``inf`` (mostly no returns), ``nan`` where empty. ``values`` hold no nan."""
+    keys = np.asarray(keys, np.int64)
+    v = np.asarray(values, np.float64)
+    order = np.lexsort((v, keys))
+    v = v[order]  # by key, then value: a group's finite values first, its inf last
+    counts = np.bincount(keys, minlength=n_groups)[:n_groups]
+    finite = np.bincount(keys, weights=np.isfinite(values), minlength=n_groups)[:n_groups]
+    finite = finite.astype(np.int64)
+    starts = np.cumsum(counts) - counts
+    mid = starts + counts // 2  # the upper median's place: inf there, the median is inf
+    cut = finite // 4
+    csum = np.concatenate(([0.0], np.cumsum(np.where(np.isfinite(v), v, 0.0))))
+    lo, hi = starts + cut, starts + finite - cut
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (csum[hi] - csum[lo]) / (hi - lo)
+    median_inf = np.zeros(n_groups, bool)
+    if v.size:
+        median_inf = (counts > 0) & ~np.isfinite(v[np.minimum(mid, v.size - 1)])
+    return np.where(counts == 0, np.nan, np.where(median_inf, np.inf, mean))
 
 
 def _labels(n: int, idx: np.ndarray, masks: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -299,11 +369,47 @@ def _slopes(ref: np.ndarray, jump: np.ndarray, width: float) -> np.ndarray:
     return np.where(np.isfinite(out), out, 0.0)
 
 
+def clipped_sigma(x: np.ndarray) -> tuple[float, float]:
+    """σ (same unit as ``x``) and its standard error of values ``x``: the standard
+    deviation of those within :data:`CLIP_K` σ of their mean, iterated from a robust
+    start until the kept values no longer change, divided by :data:`CLIP_SD_FACTOR` (a
+    normal's truncation). Unlike 1.4826·MAD it holds for values on a lattice (ranges
+    in steps of 1 mm to a few cm), where the MAD falls to a lattice step or to 0; the
+    values far out (outliers) are left out as the MAD leaves them out. The standard
+    error is the SD's, σ·sqrt((κ − 1) / 4N) with κ the kept values' kurtosis."""
+    x = np.asarray(x, dtype=np.float64)
+    keep = np.ones(x.size, dtype=bool)
+    centre = float(np.median(x))
+    # from a robust start that values in steps do not collapse: the MAD, else the half
+    # width of the middle 68 %, else a quarter of the middle 95.4 % (a step holding more
+    # than half, or 68 %, of the values makes the narrower ones 0), else the SD
+    p = np.percentile(x, [2.275, 15.866, 84.134, 97.725])
+    sigma = max(MAD_TO_SIGMA * float(np.median(np.abs(x - centre))), 0.5 * float(p[2] - p[1]))
+    sigma = sigma or 0.25 * float(p[3] - p[0]) or float(np.std(x))
+    for _ in range(CLIP_MAX_ITER):
+        new = np.abs(x - centre) <= CLIP_K * sigma
+        if new.sum() < 2:
+            break
+        changed = bool(np.any(new != keep))
+        keep = new
+        centre = float(np.mean(x[keep]))
+        sigma = float(np.std(x[keep], ddof=1)) / CLIP_SD_FACTOR
+        if not changed:
+            break
+    kept = x[keep]
+    dev = kept - np.mean(kept)
+    m2 = float(np.mean(dev**2))
+    kurt = float(np.mean(dev**4)) / m2**2 if m2 > 0 else 3.0
+    return sigma, sigma * float(np.sqrt(max(kurt - 1.0, 0.0) / (4.0 * kept.size)))
+
+
 def _band_sigmas(
     res: np.ndarray, ref_i: np.ndarray, use: np.ndarray, keys: np.ndarray, n_turns: np.ndarray,
-    bands_m: tuple[float, ...],
+    bands_m: tuple[float, ...], ref_var: float,
 ) -> list[dict]:
-    """Robust σ (m) of the residuals ``res[use]`` per band of reference range."""
+    """σ (m, :func:`clipped_sigma`) of the residuals ``res[use]`` per band of reference
+    range, corrected for the noise of the reference (``n_turns``: the turns of each
+    point's other half; ``ref_var``: the reference's variance in σ²/n at a bin)."""
     band = np.digitize(ref_i[use], bands_m) - 1
     res, keys, n_turns = res[use], keys[use], n_turns[use]
     out: list[dict] = []
@@ -313,9 +419,8 @@ def _band_sigmas(
         sigma = se = float("nan")
         if rj.size >= MIN_BAND_POINTS:
             n_eff = float(np.median(n_turns[in_band]))
-            mad = float(np.median(np.abs(rj - np.median(rj))))
-            sigma = MAD_TO_SIGMA * mad / np.sqrt(1.0 + np.pi / (3.0 * n_eff))
-            se = MAD_SE_FACTOR * sigma / np.sqrt(rj.size)
+            ref_factor = np.sqrt(1.0 + 2.0 * ref_var / (3.0 * n_eff))
+            sigma, se = (v / ref_factor for v in clipped_sigma(rj))
         out.append({
             "lo_m": float(bands_m[j]),
             "hi_m": float(bands_m[j + 1]),
@@ -374,14 +479,16 @@ def _classify(
     cols_s = [nb_surf, np.where(jump[se_, b0e], np.nan, ref_i[e])]
     for j in range(min(2, EDGE_BINS)):
         # line through bins (b0-j-1, b0-j) and through (b1+j, b1+j+1), evaluated at the point
+        # (inf - inf of two no-return bins is nan: those pairs are split, not used)
         lo, hi = nb[:, c - j - 1], nb[:, c - j]
-        cols_s.append(
-            np.where(jump[se_, (b0e - j - 1) % n_bins], np.nan, hi + (j + fe) * (hi - lo))
-        )
-        lo, hi = nb[:, c + 1 + j], nb[:, c + 2 + j]
-        cols_s.append(
-            np.where(jump[se_, (b0e + 1 + j) % n_bins], np.nan, lo - (j + 1 - fe) * (hi - lo))
-        )
+        with np.errstate(invalid="ignore"):
+            cols_s.append(
+                np.where(jump[se_, (b0e - j - 1) % n_bins], np.nan, hi + (j + fe) * (hi - lo))
+            )
+            lo, hi = nb[:, c + 1 + j], nb[:, c + 2 + j]
+            cols_s.append(
+                np.where(jump[se_, (b0e + 1 + j) % n_bins], np.nan, lo - (j + 1 - fe) * (hi - lo))
+            )
     surfaces = np.column_stack(cols_s)
     with np.errstate(invalid="ignore"):
         tol = outlier_k * sigma_at(np.nan_to_num(surfaces, nan=0.0, posinf=0.0, neginf=0.0))
