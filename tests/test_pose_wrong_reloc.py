@@ -212,3 +212,25 @@ def test_the_rate_is_per_relocalization_not_per_segment() -> None:
     w0 = fit_pose_error(still).wrong_relocalizations
     assert w0["n_relocalizations"] == 0 and "rate" not in w0, w0
     assert "no relocalization: nothing to rate" in wrong_lines(w0, None)[0]
+
+
+def test_a_session_start_is_never_named_a_wrong_relocalization() -> None:
+    """Ten 60-s sessions with one relocalization between them, two of them starting 0.5 m
+    and 1.5 m off in x and y (50 and 150 sigma_b): a session start is no relocalization,
+    so neither is named, and the rate stays a share of the one relocalization (it read
+    2 of 1, 200 %, its lower bound nan, when starts could be named)."""
+    from dataclasses import replace
+
+    import pose_util
+
+    series = []
+    for i, s in enumerate(pose_util.campaign(21, n_sessions=10, duration_s=60.0)):
+        reloc = np.arange(s.n) == 0
+        reloc[s.n // 2] = i == 0
+        error = s.error.copy()
+        error[:, :2] += {2: 0.5, 4: 1.5}.get(i, 0.0)
+        series.append(replace(s, reloc=reloc, error=error))
+    w = fit_pose_error(series).wrong_relocalizations
+    assert w["n_relocalizations"] == 1 and w["n_wrong"] <= 1, w
+    assert all(n["t_s"] > 0.0 for n in w["named"]), w
+    assert 0.0 <= w["rate"] <= 1.0 and all(np.isfinite(w["rate_ci95"])), w

@@ -350,7 +350,7 @@ class WrongRelocs:
     """The relocalizations a fit names wrong (:func:`name_wrong`; docs/POSE_ERROR.md,
     "Wrong relocalizations")."""
 
-    n_segments: int  # the offsets tested, one per segment (session starts included)
+    n_segments: int  # the offsets estimated, one per segment (session starts included)
     sessions: list[str]
     t_s: np.ndarray  # (k,) s, the named segments' first samples
     jump: np.ndarray  # (k, 6) their offsets (m, rad)
@@ -399,24 +399,29 @@ def name_wrong(
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
-    Without ``sigma_b2``: one at a time at ``WRONG_ALPHA / K`` (docs/POSE_ERROR.md). With
-    ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each segment
-    is tested against it at ``WRONG_ALPHA / n_family`` (default K)."""
+    Only relocalizations are candidates: a session's start is none, so its offset is
+    never named (it counts as a usual offset in sigma_b's moment estimate). Without
+    ``sigma_b2``: one at a time at ``WRONG_ALPHA / K``, K the offsets (segments, starts
+    included: conservative; docs/POSE_ERROR.md). With ``sigma_b2`` ``(6,)`` (a model
+    fitted elsewhere, from ``dof`` offsets), each relocalization is tested against it at
+    ``WRONG_ALPHA / n_family`` (default K)."""
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
     v = np.concatenate([np.stack([np.diag(c) for _, c in e], 1) for e in est])  # (K, 6) unit²
     k_all = b.shape[0]
+    start = np.zeros(k_all, bool)  # each session's first segment: no relocalization
+    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = True
     level = WRONG_ALPHA / max(n_family or k_all, 1)
     usual = np.ones(k_all, bool)
     if sigma_b2 is not None:
-        usual = _gross_pvalue(b, v, np.asarray(sigma_b2)[None, :], dof) >= level
+        usual = start | (_gross_pvalue(b, v, np.asarray(sigma_b2)[None, :], dof) >= level)
     else:
         excess = b**2 - v
         while usual.sum() > 3:
             n = int(usual.sum())
             sb2 = np.clip((excess[usual].sum(axis=0) - excess) / (n - 1), 0.0, None)
-            p = np.where(usual, _gross_pvalue(b, v, sb2, n - 1), np.inf)
+            p = np.where(usual & ~start, _gross_pvalue(b, v, sb2, n - 1), np.inf)
             j = int(np.argmin(p))
             if p[j] >= level:
                 break
