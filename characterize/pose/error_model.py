@@ -48,6 +48,10 @@ MAX_RESTRICTED_STEP = 1.0
 """Largest restricted-likelihood step of sigma, tau, sigma_v, in standard errors."""
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
+TAU_WHITE_DEVIANCE = float(chi2.ppf(0.95, 1))
+"""Deviance (3.84) below which tau_s is not told from its lower bound (0.1 median spacing:
+the GM part white): its 95 % profile-likelihood interval reaches that bound, so tau_s is
+not identified (a Wald interval about the optimum would exclude the small truth)."""
 MAX_ITER, FD_STEP_LOG, NEWTON_TOL = 60, 3e-3, 1e-5
 """The fit's Newton iterations at most, central-difference step (in ln θ) and convergence
 threshold of the Newton decrement (:func:`minimize_batched`; provenance ``fit_options``)."""
@@ -861,9 +865,11 @@ class _Problem:
 
 def _fit_problems(
     series: list[ErrorSeries], problems: list[_Problem], theta_start: np.ndarray | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, white: bool = False,
 ) -> _OptResult:
-    """Maximise the likelihood of every problem in one batched optimisation."""
+    """Maximise the likelihood of every problem in one batched optimisation; ``white``:
+    with tau_s held at its lower bound (0.1 median spacing, where phi ≤ e⁻¹⁰: the GM
+    part white), sigma_b, sigma and sigma_v free."""
     axes_used = sorted({p.axis for p in problems})
     packed = _pack(series, axes_used)
     col_of = {
@@ -875,6 +881,9 @@ def _fit_problems(
     theta0 = np.stack([s[0] for s in starts]) if theta_start is None else theta_start
     lower = np.stack([s[1] for s in starts])
     upper = np.stack([s[2] for s in starts])
+    if white:
+        theta0 = theta0.copy()
+        theta0[:, 2] = upper[:, 2] = lower[:, 2]
 
     def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
         n_sets = theta.shape[1]
@@ -995,6 +1004,11 @@ def _fit_groups(
     res = _OptResult(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
     )
+    # tau indistinguishable from white (its lower bound): not identified, as at a bound
+    res.at_bound[:, 2] |= np.concatenate([
+        _tau_looks_white(series, [problems[i] for i in b], r)
+        for b, r in zip(blocks, parts, strict=True)
+    ])
     out: list[dict[str, AxisFit]] = []
     n_a = len(POSE_AXES)
     for gi, g in enumerate(groups):
@@ -1015,6 +1029,16 @@ def _fit_groups(
             )
         out.append(fits)
     return out
+
+
+def _tau_looks_white(
+    series: list[ErrorSeries], problems: list[_Problem], fit: _OptResult
+) -> np.ndarray:
+    """``(P,)`` bool: the likelihood cannot tell ``fit``'s tau_s from its lower bound, at
+    which the GM samples are white (:data:`TAU_WHITE_DEVIANCE`): a tau far below the
+    sampling period is not identified, whatever the curvature at the optimum says."""
+    pinned = _fit_problems(series, problems, fit.theta, white=True)
+    return 2.0 * (pinned.nll - fit.nll) < TAU_WHITE_DEVIANCE
 
 
 def _restricted_step(
