@@ -95,3 +95,29 @@ def test_an_offset_past_the_search_limit_is_found_by_each_sessions_gls() -> None
         assert abs(b.alignment.offset_s - 1.3) < 3.0 * b.alignment.offset_se_s
         assert b.alignment.offset_se_s == pytest.approx(a.alignment.offset_se_s, rel=0.05)
     assert all(g.converged for g in far.own_fits)
+
+
+def test_a_pooled_offset_of_unconverged_gls_offsets_is_flagged() -> None:
+    """Clocks 3.2 s apart, searched over ±0.5 s, one transform per session: the
+    cross-correlation peaks near 0 (not at its limit), each session's GLS stops at its
+    iteration cap short of the truth, and the pooled offset of those capped values
+    (-0.70 ± 0.05 s, consistency p = 0.82) was stated as the campaign's with nothing said
+    of it. Now the time offset is marked not converged, in its line and a warning of its
+    own; clocks 1.3 s apart, which each session's GLS reaches, raise no such word."""
+    from sensorbench.characterize.pose.error_model import fit_pose_error
+    from sensorbench.characterize.pose.sessions import prepare_campaign
+    from sensorbench.report.pose_display import FitSummary, offset_line
+
+    said = {}
+    for lag in (3.2, 1.3):
+        tracks, names = pose_util.track_campaign(4, n_sessions=3, duration_s=90.0,
+                                                 rate_hz=10.0, clock_offset_s=lag)
+        camp = prepare_campaign(tracks, names, align="session", max_offset_s=0.5)
+        warnings = FitSummary.of(camp, fit_pose_error(camp.series)).warnings
+        pooled = [w for w in warnings if w.startswith("the campaign's time offset")]
+        said[lag] = (camp.time_offset, pooled, offset_line(camp.time_offset))
+    far, near = said[3.2], said[1.3]
+    assert far[0].pooled and abs(far[0].offset_s - 3.2) > 10.0 * far[0].se_s  # capped
+    assert not far[0].converged and len(far[1]) == 1 and "NOT CONVERGED" in far[2]
+    assert near[0].converged and near[1] == [] and "NOT CONVERGED" not in near[2]
+    assert abs(near[0].offset_s - 1.3) < 3.0 * near[0].se_s
