@@ -99,6 +99,14 @@ def alignment_warnings(campaign: Any) -> list[str]:
         for name, g in [*fits, ("the campaign", joint)]
         if g is not None and not g.converged
     ]
+    for name, own in offset.sessions.items():
+        if stuck := own.get("pieces", {}).get("unconverged_pieces"):
+            out.append(
+                f"{name}: the GLS time offset of piece(s) {', '.join(map(str, stuck))} of "
+                f"{gls_align.PIECES} did not converge within {gls_align.MAX_GLS_ITER} "
+                "Gauss-Newton iterations: the clock-drift test (chi2, slope) and the se it "
+                "inflates are not the optimum's"
+            )
     pooling = offset.method == "gls" and offset.pooled and len(offset.sessions) > 1
     if pooling and not offset.converged:  # one session: its own warning says it
         stuck = [n for n, v in offset.sessions.items() if not v.get("converged", True)]

@@ -332,7 +332,8 @@ class PreparedCampaign:
                 self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
                 for j in train
             ]
-            out.append(Fold(self._series(held, aligned[held], "held out"), training, inherited))
+            held_out = self._series(held, aligned[held], "held out")
+            out.append(Fold(held_out, training, inherited, g is None or g.converged))
         return out
 
     def _nuisance(
@@ -361,7 +362,8 @@ class PreparedCampaign:
             aligned = {
                 j: _with_frame(own[j], off[j], _frame_of(own[j], self.mode), se[j]) for j in own
             }
-            return aligned, (_offset_only(aligned[held]) if pooled else None)
+            done = all(self.own_fits[j].converged for j in train) if self.own_fits else True
+            return aligned, (_offset_only(aligned[held], done) if pooled else None)
         g = self._group_gls(train, [off[j] for j in train], weights, pooled)
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
