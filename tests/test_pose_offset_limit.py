@@ -160,9 +160,14 @@ def test_validation_folds_that_do_not_converge_are_flagged() -> None:
     fold's GLS (offset and frame from the other sessions) stops at its cap, and the
     validation said nothing of it. Now each held-out session judged under such an
     alignment is named in the report's warnings (JSON ``warnings``; ``validate`` prints
-    them); clocks 1.3 s apart, which the GLS reaches, give none."""
+    them, the report's page shows them); clocks 1.3 s apart, which the GLS reaches, give
+    none."""
+    import html
+
     from sensorbench.characterize.pose.sessions import prepare_campaign
     from sensorbench.characterize.pose.validate import validate_sessions
+    from sensorbench.report.data import ValidationSection
+    from sensorbench.report.html import render_validation
 
     said = {}
     for lag in (3.2, 1.3):
@@ -170,7 +175,9 @@ def test_validation_folds_that_do_not_converge_are_flagged() -> None:
                                                  rate_hz=10.0, clock_offset_s=lag)
         camp = prepare_campaign(tracks, names, align="campaign", max_offset_s=0.5)
         rep = validate_sessions(camp.series, 100, 0, folds=camp.folds)
-        said[lag] = (rep.to_dict()["warnings"], names)
-    far, names = said[3.2]
+        page = render_validation(ValidationSection(rep, camp.prepared, [None] * 3, []))
+        said[lag] = (rep.to_dict()["warnings"], names, page)
+    far, names, page = said[3.2]
     assert {w.split(":")[0] for w in far} >= {f"held out {n}" for n in names}, far
-    assert said[1.3][0] == []
+    assert all(html.escape(w) in page for w in far)
+    assert said[1.3][0] == [] and "warning" not in said[1.3][2]
