@@ -605,7 +605,7 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
             )[1]
             offset.offset_s = float(g.offsets_s[0])
             offset.se_s = max(g.offset_se_s(0), own_se)
-            offset.converged = offset.converged and g.converged
+            offset.converged = g.converged  # the offset stated is this GLS's
         for k, j in enumerate(kept):
             se = offset.se_s if pooled else alone[j].alignment.offset_se_s
             alignments[j] = _with_frame(alone[j].alignment, g.offsets_s[k], g.frame, se)
