@@ -230,7 +230,11 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
     from sensorbench.characterize.pose.validate import validate_sessions
     from sensorbench.characterize.pose.verdict import assess
     from sensorbench.logs.check import refuse_unusable
-    from sensorbench.report.pose_display import validation_document, validation_lines
+    from sensorbench.report.pose_display import (
+        alignment_warnings,
+        validation_document,
+        validation_lines,
+    )
 
     requirements, how = asked
     refuse_unusable(selection.sessions, "validate")
@@ -260,9 +264,13 @@ def validate_cmd(ctx: click.Context, selection: _Selection, as_json: bool, plots
                 figures.append(plot_error_bands(s, chk.params, out / f"{s.name}_validate.png"))
             figures.append(plot_rank_histogram(report, out / "rank_histogram.png"))
         figures = [str(Path(plots) / Path(f).name) for f in figures]
+    aligned = alignment_warnings(campaign)
+    for w in [*aligned, *report.warnings]:
+        click.echo(f"warning: {w}", err=True)
     if as_json:
         doc = validation_document(report, campaign, selection.sensor)
-        doc.update(figures=figures, model_file=model_path, verdict=outcome.to_dict())
+        doc.update(figures=figures, model_file=model_path, verdict=outcome.to_dict(),
+            alignment_warnings=aligned)  # fmt: skip
         click.echo(to_json(doc))
     else:
         lines = [*validation_lines(report, campaign), *outcome.lines()]

@@ -19,6 +19,7 @@ from sensorbench.logs.model_keys import POSE_AXES
 
 if TYPE_CHECKING:
     from sensorbench.characterize.pose.error_model import PoseErrorModel
+    from sensorbench.characterize.pose.series import ErrorSeries
     from sensorbench.characterize.pose.sessions import PreparedCampaign, PreparedSession
     from sensorbench.characterize.pose.validate import ValidationReport
     from sensorbench.characterize.pose.verdict import Verdict
@@ -135,7 +136,9 @@ def pauses(s: Session, sensor: str) -> tuple[int, float]:
 
 def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
     """The gross wrong relocalizations the simulator put in a session: session, t_s (s
-    from the session start, the fit's time origin), jump (6: m, rad); None: not simulated."""
+    from the session start, the fit's time origin), jump (6: m, rad); None: not simulated.
+    The simulator's first offset, at the session's first sample, is no relocalization
+    (the fit never names a start) and is not listed."""
     from sensorbench.logs.time_window import session_span_ns
 
     with Session(path) as s:
@@ -144,6 +147,7 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
             return None
         rows = s.truth_rows(sensor, "reloc_t_ns", "reloc_offset")
         wrong, t_ns = rows["reloc_wrong"].astype(bool), rows["reloc_t_ns"]
+        wrong[:1] = False  # the session's start
         jump = rows["reloc_offset"]
     origin = session_span_ns(path)[0]
     return [
@@ -599,18 +603,29 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     loaded = None
     if model_file is not None and model_file.exists():
         loaded = PoseErrorModel.load(model_file, sensor=opts.sensor)
-    say("fitting the pose-error model")
     share = 0.5 if len(series) >= 2 else 1.0  # the validation takes the rest
 
     def fitting(done: int, total: int) -> None:
         inputs.within(share * done / total)
 
-    model = fit_pose_error(series, sensor=opts.sensor, reference=opts.reference, progress=fitting)
+    def refit() -> PoseErrorModel:
+        say("fitting the pose-error model")
+        return fit_pose_error(
+            series, sensor=opts.sensor, reference=opts.reference, progress=fitting
+        )
+
+    fit: PoseErrorModel | None = None
+    if loaded is None:
+        model = refit()
+    else:  # a file of other series is judged as it is: no refit to compare it with
+        model = loaded
+        fit = refit() if _may_be_their_fit(loaded, series) else None
     source, given = "fitted for this report", False
     if model_file is not None and loaded is not None:
         # the file's model is judged; leave-one-session-out only when it is this fit itself
-        given = not np.allclose(loaded.params_array(), model.params_array(), rtol=1e-6, atol=0)
-        model = loaded
+        given = fit is None or not np.allclose(
+            loaded.params_array(), fit.params_array(), rtol=1e-6, atol=0
+        )
         how = "the given model, validated as it is" if given else "the fit of these sessions"
         source = f"{model_file.name} ({how})"
     truth, speed = _pose_truth(use)
@@ -632,6 +647,17 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
         campaign, model, None if section.validation is None else section.validation.report
     )
     return section
+
+
+def _may_be_their_fit(model: PoseErrorModel, series: list[ErrorSeries]) -> bool:
+    """False when ``model``'s provenance shows it was fitted to other series than ``series``
+    (its inputs' sample counts differ), so that a refit of ``series`` cannot give its
+    parameters; True when it may be (or the provenance does not say)."""
+    recorded = model.provenance.get("inputs") or []
+    counts = [i.get("n_samples") for i in recorded if isinstance(i, dict)]
+    if not counts or len(counts) != len(recorded) or None in counts:
+        return True
+    return sorted(int(n) for n in counts) == sorted(s.n for s in series)
 
 
 def compute_pose_verdict(

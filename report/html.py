@@ -441,7 +441,8 @@ def render_validation(v: ValidationSection) -> str:
     overall = verdict_span(v.report.passed, "PASSED", "FAILED")
     parts = [
         f"<h2>Monte Carlo validation</h2><p>{esc(v.report.mode)}, {v.report.n_draws} "
-        f"draws, family-wise α {v.report.alpha}: {overall}</p>"
+        f"draws, family-wise α {v.report.alpha}: {overall}</p>",
+        *(f"<p class='note'>warning: {esc(w)}</p>" for w in v.report.warnings),
     ]
     head = ["session", "verdict", "joint p", "samples", "relocalizations (flagged)"]
     if simulated:

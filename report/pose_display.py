@@ -54,6 +54,7 @@ def offset_line(offset: Any) -> str:
     if offset.method == "given":
         return f"time offset {1000 * offset.offset_s:+.2f} ms (given)"
     own = ", ".join(f"{n} {ms(v['offset_s'], v['se_s'])}" for n, v in offset.sessions.items())
+    stuck = "" if offset.converged else "; NOT CONVERGED: not the optimum, its se means nothing"
     if offset.pooled:
         agree = (
             f"consistency p = {offset.consistency_p:.2g}"
@@ -62,9 +63,62 @@ def offset_line(offset: Any) -> str:
         )
         return (
             f"time offset {ms(offset.offset_s, offset.se_s)} (one for the campaign, GLS "
-            f"with the frame; the sessions' own: {own}; {agree})"
+            f"with the frame; the sessions' own: {own}; {agree}{stuck})"
         )
-    return f"time offsets per session (they differ, p = {offset.consistency_p:.2g}): {own}"
+    return (
+        f"time offsets per session (they differ, p = {offset.consistency_p:.2g}{stuck}): {own}"
+    )
+
+
+def alignment_warnings(campaign: Any) -> list[str]:
+    """What a user must not overlook in a campaign's time offset and frame
+    (:class:`sessions.PreparedCampaign`): a cross-correlation at its search limit, offsets
+    that differ, and every GLS that stopped at its iteration cap, the pooled offset's
+    included."""
+    out = [
+        f"{ps.series.name}: the angular-rate cross-correlation that starts the GLS peaks "
+        f"at its search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset "
+        f"may lie outside it (the GLS went on to {1000 * ps.alignment.offset_s:+.1f} ms); "
+        "widen --max-offset or give --time-offset"
+        for ps in campaign.prepared
+        if ps.alignment.offset_at_search_limit
+    ]
+    offset = campaign.time_offset
+    if offset.method == "gls" and not offset.pooled:
+        out.append(
+            "the sessions' time offsets differ (consistency p = "
+            f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
+            "cannot hold a session's offset out"
+        )
+    fits = [(a.series.name, g) for a, g in zip(campaign.alone, campaign.own_fits, strict=True)]
+    joint = campaign.fit if campaign.align == "campaign" else None  # else no GLS of its own
+    out += [
+        f"{name}: the GLS time offset and frame did not converge within "
+        f"{gls_align.MAX_GLS_ITER} Gauss-Newton iterations: the offset, the frame and "
+        "their standard errors are not the optimum's"
+        for name, g in [*fits, ("the campaign", joint)]
+        if g is not None and not g.converged
+    ]
+    for name, own in offset.sessions.items():
+        if stuck := own.get("pieces", {}).get("unconverged_pieces"):
+            out.append(
+                f"{name}: the GLS time offset of piece(s) {', '.join(map(str, stuck))} of "
+                f"{gls_align.PIECES} did not converge within {gls_align.MAX_GLS_ITER} "
+                "Gauss-Newton iterations: the clock-drift test (chi2, slope) and the se it "
+                "inflates are not the optimum's"
+            )
+    pooling = offset.method == "gls" and offset.pooled and len(offset.sessions) > 1
+    if pooling and not offset.converged:  # one session: its own warning says it
+        stuck = [n for n, v in offset.sessions.items() if not v.get("converged", True)]
+        out.append(
+            f"the campaign's time offset {ms(offset.offset_s, offset.se_s)} is not converged: "
+            + (f"it pools the own GLS offsets of {', '.join(stuck)}, which did not converge"
+               if stuck else "its GLS did not converge")
+            + " (the truth may lie beyond the GLS's reach from the cross-correlation's "
+            "start): it is not the optimum and its se means nothing; widen --max-offset or "
+            "give --time-offset"
+        )
+    return out
 
 
 def relocalizations(ps: Any) -> str:
@@ -117,33 +171,11 @@ class FitSummary:
     def of(cls, campaign: Any, model: PoseErrorModel) -> FitSummary:
         """The cross-checks and warnings of ``model`` fitted on ``campaign``."""
         series = campaign.series
-        warnings = [
-            f"{ps.series.name}: the angular-rate cross-correlation that starts the GLS peaks "
-            f"at its search limit (±{1000 * ps.alignment.max_offset_s:.0f} ms): the true offset "
-            f"may lie outside it (the GLS went on to {1000 * ps.alignment.offset_s:+.1f} ms); "
-            "widen --max-offset or give --time-offset"
-            for ps in campaign.prepared
-            if ps.alignment.offset_at_search_limit
-        ] + [
+        warnings = alignment_warnings(campaign) + [
             f"{a}: the fit did not converge: its parameters have no interval and count as "
             "not identified (a requirement on it cannot be told)"
             for a in POSE_AXES
             if not model.axes[a].converged
-        ]
-        offset = campaign.time_offset
-        if offset.method == "gls" and not offset.pooled:
-            warnings.append(
-                "the sessions' time offsets differ (consistency p = "
-                f"{offset.consistency_p:.2g}): each session keeps its own, so validation "
-                "cannot hold a session's offset out"
-            )
-        fits = [(a.series.name, g) for a, g in zip(campaign.alone, campaign.own_fits, strict=True)]
-        warnings += [
-            f"{name}: the GLS time offset and frame did not converge within "
-            f"{gls_align.MAX_GLS_ITER} Gauss-Newton iterations: the offset, the frame and "
-            "their standard errors are not the optimum's"
-            for name, g in [*fits, ("the campaign", campaign.fit)]
-            if g is not None and not g.converged
         ]
         return cls(
             campaign, model, stationarity(model, series),

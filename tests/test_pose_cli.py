@@ -78,7 +78,7 @@ def test_validate_passes_and_optimistic_model_fails_naming_axis(sim_sessions, tm
     assert "FAILED: session" in r.output and "axis" in r.output and "statistic" in r.output
     r = _invoke("validate", *sim_sessions, *common, "--model", optimistic, "--json")
     assert r.exit_code == 1
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert doc["passed"] is False and doc["mode"] == "given model"
     assert doc["failed_axes"]
     assert all({"session", "axis", "statistic"} <= set(f) for f in doc["failures"])
@@ -161,7 +161,7 @@ def test_real_tum_end_to_end(tmp_path):
         "--draws", "300", "--plots", plots,
     )  # fmt: skip
     assert r.exit_code in (0, 1)
-    v = json.loads(r.output)
+    v = json.loads(r.stdout)
     assert v["mode"] == "given model"
     assert v["prepared"][0]["trajectory_error"] == sess["trajectory_error"]
     assert len(v["sessions"][0]["axes"]) == 6
@@ -178,7 +178,7 @@ def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_ses
     assert "x.p95<=1m" in r.output and "holds" in r.output and "VERDICT: PASSED" in r.output
     r = _invoke("validate", *sim_sessions, *common, "--require", "x.p95<=1mm", "--json")
     assert r.exit_code == 1
-    v = json.loads(r.output)["verdict"]
+    v = json.loads(r.stdout)["verdict"]
     assert v["model"]["passed"] is True and v["requirements"]["passed"] is False
     item = v["requirements"]["items"][0]
     assert item["threshold"] == pytest.approx(0.001) and item["holds"] is False
@@ -188,7 +188,7 @@ def test_validate_prints_two_part_verdict_and_requirements_set_exit_code(sim_ses
     at = f"x.p95<={item['quantile_estimate']}"
     r = _invoke("validate", *sim_sessions, *common, "--require", at, "--json")
     assert r.exit_code == 1
-    v = json.loads(r.output)["verdict"]
+    v = json.loads(r.stdout)["verdict"]
     assert v["model"]["passed"] is True and v["requirements"]["verdict"] == "undecided"
     r = _invoke("validate", *sim_sessions, *common, "--require", at)
     assert "CANNOT TELL" in r.output and "VERDICT: NOT PASSED" in r.output, r.output
@@ -216,7 +216,7 @@ def test_validate_names_a_session_in_another_map(sim_sessions, tmp_path):
     assert r.exit_code == 1, r.output
     assert "FRAME elsewhere: session elsewhere is not in the same map" in r.output
     r = _invoke("validate", *sim_sessions, shifted, *common, "--json")
-    frames = json.loads(r.output)["verdict"]["model"]["frames"]
+    frames = json.loads(r.stdout)["verdict"]["model"]["frames"]
     assert frames["failed_sessions"] == ["elsewhere"]
     r = _invoke("fit", "pose-error", *sim_sessions, shifted, *common[:4], *common[-2:])
     assert r.exit_code == 0 and "left out of the fit" in r.output

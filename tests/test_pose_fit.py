@@ -17,6 +17,7 @@ from sensorbench.characterize.pose.error_model import (
     _nll_columns,
     _offset_normal_equations,
     _Packed,
+    fit_groups,
     fit_pose_error,
     offset_qprofile,
 )
@@ -188,6 +189,24 @@ def test_fit_recovers_known_parameters_within_stated_uncertainty():
         assert f.converged
         z = (np.log(f.values) - np.log(pose_util.TRUTH[i])) / f.se_log
         assert np.all(np.abs(z) < 4.0), (a, z)
+
+
+def test_tau_far_below_the_sampling_period_is_not_identified():
+    """tau = 0.02 s at ~5 Hz (a tenth of the period, phi ≤ e⁻⁸): the GM samples are white
+    and tau is not identifiable. 20 campaigns of 4 × 120 s, 120 axis fits: an interval
+    that excludes the truth must be as rare as the test behind "identified" allows, ≤ 5 %
+    (the deviance at tau's lower bound, itself within 0.1 median spacing of the truth):
+    more than 12 of 120 has probability 0.7 % at 5 %. Judged by the curvature at the
+    optimum alone, 40 were identified and 20 of those excluded the truth."""
+    truth = pose_util.TRUTH.copy()
+    truth[:, 2] = 0.02
+    excluded = 0
+    for seed in range(20):
+        fits = fit_groups(pose_util.campaign(seed, n_sessions=4, truth=truth), [[0, 1, 2, 3]])[0]
+        for f in fits.values():
+            lo, hi = f.ci()[2]
+            excluded += bool(f.identified[2]) and not lo <= 0.02 <= hi
+    assert excluded <= 12, excluded
 
 
 def _check_sbc(

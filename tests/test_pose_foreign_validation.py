@@ -45,7 +45,7 @@ def test_validate_cli_passes_the_right_world_and_names_only_the_noisy_session(
     paths = foreign_pose.session_files(noisy, tmp_path / "noisy")
     r = _invoke("validate", *paths, *common)
     assert r.exit_code == 1
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)  # warnings go to stderr
     odd = paths[noisy.odd_session].stem
     assert doc["named"] == [odd]
     assert {f["session"] for f in doc["failures"]} == {odd}

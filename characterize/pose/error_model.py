@@ -48,6 +48,10 @@ MAX_RESTRICTED_STEP = 1.0
 """Largest restricted-likelihood step of sigma, tau, sigma_v, in standard errors."""
 MAX_SE_LOG = 2.0
 """Above this standard error of ln θ a parameter counts as not identified."""
+TAU_WHITE_DEVIANCE = float(chi2.ppf(0.95, 1))
+"""Deviance (3.84) below which tau_s is not told from its lower bound (0.1 median spacing:
+the GM part white): its 95 % profile-likelihood interval reaches that bound, so tau_s is
+not identified (a Wald interval about the optimum would exclude the small truth)."""
 MAX_ITER, FD_STEP_LOG, NEWTON_TOL = 60, 3e-3, 1e-5
 """The fit's Newton iterations at most, central-difference step (in ln θ) and convergence
 threshold of the Newton decrement (:func:`minimize_batched`; provenance ``fit_options``)."""
@@ -350,7 +354,7 @@ class WrongRelocs:
     """The relocalizations a fit names wrong (:func:`name_wrong`; docs/POSE_ERROR.md,
     "Wrong relocalizations")."""
 
-    n_segments: int  # the offsets tested, one per segment (session starts included)
+    n_segments: int  # the offsets estimated, one per segment (session starts included)
     sessions: list[str]
     t_s: np.ndarray  # (k,) s, the named segments' first samples
     jump: np.ndarray  # (k, 6) their offsets (m, rad)
@@ -399,24 +403,29 @@ def name_wrong(
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
-    Without ``sigma_b2``: one at a time at ``WRONG_ALPHA / K`` (docs/POSE_ERROR.md). With
-    ``sigma_b2`` ``(6,)`` (a model fitted elsewhere, from ``dof`` offsets), each segment
-    is tested against it at ``WRONG_ALPHA / n_family`` (default K)."""
+    Only relocalizations are candidates: a session's start is none, so its offset is
+    never named (it counts as a usual offset in sigma_b's moment estimate). Without
+    ``sigma_b2``: one at a time at ``WRONG_ALPHA / K``, K the offsets (segments, starts
+    included: conservative; docs/POSE_ERROR.md). With ``sigma_b2`` ``(6,)`` (a model
+    fitted elsewhere, from ``dof`` offsets), each relocalization is tested against it at
+    ``WRONG_ALPHA / n_family`` (default K)."""
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
     v = np.concatenate([np.stack([np.diag(c) for _, c in e], 1) for e in est])  # (K, 6) unit²
     k_all = b.shape[0]
+    start = np.zeros(k_all, bool)  # each session's first segment: no relocalization
+    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = True
     level = WRONG_ALPHA / max(n_family or k_all, 1)
     usual = np.ones(k_all, bool)
     if sigma_b2 is not None:
-        usual = _gross_pvalue(b, v, np.asarray(sigma_b2)[None, :], dof) >= level
+        usual = start | (_gross_pvalue(b, v, np.asarray(sigma_b2)[None, :], dof) >= level)
     else:
         excess = b**2 - v
         while usual.sum() > 3:
             n = int(usual.sum())
             sb2 = np.clip((excess[usual].sum(axis=0) - excess) / (n - 1), 0.0, None)
-            p = np.where(usual, _gross_pvalue(b, v, sb2, n - 1), np.inf)
+            p = np.where(usual & ~start, _gross_pvalue(b, v, sb2, n - 1), np.inf)
             j = int(np.argmin(p))
             if p[j] >= level:
                 break
@@ -856,9 +865,11 @@ class _Problem:
 
 def _fit_problems(
     series: list[ErrorSeries], problems: list[_Problem], theta_start: np.ndarray | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, white: bool = False,
 ) -> _OptResult:
-    """Maximise the likelihood of every problem in one batched optimisation."""
+    """Maximise the likelihood of every problem in one batched optimisation; ``white``:
+    with tau_s held at its lower bound (0.1 median spacing, where phi ≤ e⁻¹⁰: the GM
+    part white), sigma_b, sigma and sigma_v free."""
     axes_used = sorted({p.axis for p in problems})
     packed = _pack(series, axes_used)
     col_of = {
@@ -870,6 +881,9 @@ def _fit_problems(
     theta0 = np.stack([s[0] for s in starts]) if theta_start is None else theta_start
     lower = np.stack([s[1] for s in starts])
     upper = np.stack([s[2] for s in starts])
+    if white:
+        theta0 = theta0.copy()
+        theta0[:, 2] = upper[:, 2] = lower[:, 2]
 
     def fun(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
         n_sets = theta.shape[1]
@@ -990,6 +1004,11 @@ def _fit_groups(
     res = _OptResult(
         *(np.concatenate([getattr(r, f) for r in parts]) for f in _OptResult.__dataclass_fields__)
     )
+    # tau indistinguishable from white (its lower bound): not identified, as at a bound
+    res.at_bound[:, 2] |= np.concatenate([
+        _tau_looks_white(series, [problems[i] for i in b], r)
+        for b, r in zip(blocks, parts, strict=True)
+    ])
     out: list[dict[str, AxisFit]] = []
     n_a = len(POSE_AXES)
     for gi, g in enumerate(groups):
@@ -1010,6 +1029,16 @@ def _fit_groups(
             )
         out.append(fits)
     return out
+
+
+def _tau_looks_white(
+    series: list[ErrorSeries], problems: list[_Problem], fit: _OptResult
+) -> np.ndarray:
+    """``(P,)`` bool: the likelihood cannot tell ``fit``'s tau_s from its lower bound, at
+    which the GM samples are white (:data:`TAU_WHITE_DEVIANCE`): a tau far below the
+    sampling period is not identified, whatever the curvature at the optimum says."""
+    pinned = _fit_problems(series, problems, fit.theta, white=True)
+    return 2.0 * (pinned.nll - fit.nll) < TAU_WHITE_DEVIANCE
 
 
 def _restricted_step(

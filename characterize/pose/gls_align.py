@@ -284,6 +284,15 @@ class OffsetDrift:
     chi2: float  # of the pieces about their weighted mean, K - 1 degrees of freedom
     p_value: float
     slope: float  # s per s: weighted least-squares trend of the pieces' offsets
+    converged: np.ndarray | None = None  # (K,) bool: each piece's GLS converged (None: all)
+
+    @property
+    def unconverged(self) -> list[int]:
+        """The pieces (1-based) whose GLS stopped at :data:`MAX_GLS_ITER`: their offsets,
+        hence the χ², the slope and the inflation, are not the optimum's."""
+        if self.converged is None:
+            return []
+        return [int(k) + 1 for k in np.flatnonzero(~np.asarray(self.converged, bool))]
 
     @property
     def drifts(self) -> bool:
@@ -308,6 +317,7 @@ class OffsetDrift:
             "p_value": self.p_value,
             "drift_s_per_s": self.slope,
             "drifts": self.drifts,
+            "unconverged_pieces": self.unconverged,
         }
 
 
@@ -319,7 +329,7 @@ def offset_pieces(
     agreement (docs/POSE_ERROR.md, "Clock drift"); None when a piece has too few poses."""
     sensor, ref = pair[0].only_valid(), pair[1]
     edges = np.linspace(sensor.t_s[0], sensor.t_s[-1] + 1e-9, PIECES + 1)
-    offs, ses, mids = [], [], []
+    offs, ses, mids, done = [], [], [], []
     for a, b in itertools.pairwise(edges):
         m = (sensor.t_s >= a) & (sensor.t_s < b)
         if m.sum() < 20:
@@ -335,6 +345,7 @@ def offset_pieces(
             return None
         offs.append(float(g.offsets_s[0]))
         ses.append(g.offset_se_s(0))
+        done.append(g.converged)
         mids.append(0.5 * (a + b))
     o, se, t = np.array(offs), np.array(ses), np.array(mids)
     w = 1.0 / se**2
@@ -342,4 +353,6 @@ def offset_pieces(
     stat = float(np.sum(w * (o - mean) ** 2))
     tc = t - np.sum(w * t) / np.sum(w)
     slope = float(np.sum(w * tc * (o - mean)) / np.sum(w * tc * tc))
-    return OffsetDrift(o, se, t, stat, float(chi2.sf(stat, PIECES - 1)), slope)
+    return OffsetDrift(
+        o, se, t, stat, float(chi2.sf(stat, PIECES - 1)), slope, np.array(done, dtype=bool)
+    )

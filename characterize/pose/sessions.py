@@ -273,7 +273,11 @@ class TimeOffset:
     pooled: bool
     consistency_p: float
     sessions: dict[str, dict[str, Any]]  # own offset_s, se_s, xcorr_offset_s, rate_correlation,
-    # pieces (:class:`gls_align.OffsetDrift`)
+    # converged (its own GLS), pieces (:class:`gls_align.OffsetDrift`)
+    converged: bool = True
+    """False: a GLS behind the stated offset (a session's own, pooled or kept, or the
+    campaign's) stopped at its iteration cap, so the offset is not the optimum's and its se
+    means nothing (e.g. the truth beyond the GLS's reach from its start)."""
 
     def to_dict(self) -> dict:
         """JSON/TOML-ready."""
@@ -328,7 +332,8 @@ class PreparedCampaign:
                 self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
                 for j in train
             ]
-            out.append(Fold(self._series(held, aligned[held], "held out"), training, inherited))
+            held_out = self._series(held, aligned[held], "held out")
+            out.append(Fold(held_out, training, inherited, g is None or g.converged))
         return out
 
     def _nuisance(
@@ -357,7 +362,8 @@ class PreparedCampaign:
             aligned = {
                 j: _with_frame(own[j], off[j], _frame_of(own[j], self.mode), se[j]) for j in own
             }
-            return aligned, (_offset_only(aligned[held]) if pooled else None)
+            done = all(self.own_fits[j].converged for j in train) if self.own_fits else True
+            return aligned, (_offset_only(aligned[held], done) if pooled else None)
         g = self._group_gls(train, [off[j] for j in train], weights, pooled)
         if pooled:
             off = dict.fromkeys(own, float(g.offsets_s[0]))
@@ -435,11 +441,12 @@ def _auto_alignment(prepare: Callable[[str], PreparedCampaign], n: int) -> Prepa
     return own
 
 
-def _offset_only(al: Alignment) -> GroupFit:
-    """The estimate of a pooled offset alone (frame not from the others), for its variance."""
+def _offset_only(al: Alignment, converged: bool = True) -> GroupFit:
+    """The estimate of a pooled offset alone (frame not from the others), for its variance;
+    ``converged``: every GLS offset it pools converged."""
     return GroupFit(
         np.array([al.offset_s]), _frame_of(al, "none"), np.array([[al.offset_se_s**2]]),
-        np.array([0]), np.zeros(3), fit_frame=False,
+        np.array([0]), np.zeros(3), fit_frame=False, converged=converged,
     )
 
 
@@ -506,7 +513,9 @@ def prepare_campaign(
         _carried(tr, ps, al, max_gap_s, names[i], (g, 0, f"own {i}"))
         for i, (tr, (al, _, g, ps)) in enumerate(zip(tracks, own, strict=True))
     ]
-    offset = _campaign_offset(alone, xcorr, [d for _, d, *_ in own], estimate)
+    offset = _campaign_offset(
+        alone, xcorr, [d for _, d, *_ in own], [g.converged for *_, g, _ in own], estimate
+    )
     kept, check = list(range(len(tracks))), None
     if align == "campaign" and len(tracks) >= 2:
         # the map check needs no error model: rate-correlated offsets, Umeyama frames
@@ -596,6 +605,7 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
             )[1]
             offset.offset_s = float(g.offsets_s[0])
             offset.se_s = max(g.offset_se_s(0), own_se)
+            offset.converged = g.converged  # the offset stated is this GLS's
         for k, j in enumerate(kept):
             se = offset.se_s if pooled else alone[j].alignment.offset_se_s
             alignments[j] = _with_frame(alone[j].alignment, g.offsets_s[k], g.frame, se)
@@ -605,7 +615,7 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
             alignments[j] = _with_frame(
                 own, offset.offset_s, _frame_of(own, camp.mode), offset.se_s
             )
-        camp.fit = _offset_only(alignments[kept[0]])
+        camp.fit = _offset_only(alignments[kept[0]], offset.converged)
     return alignments
 
 
@@ -626,9 +636,10 @@ def _evo_alignments(
 
 def _campaign_offset(
     alone: list[PreparedSession], xcorr: list[tuple[float, float]],
-    drifts: list[OffsetDrift | None], estimate: bool,
+    drifts: list[OffsetDrift | None], converged: list[bool], estimate: bool,
 ) -> TimeOffset:
-    """The sessions' own offsets, pooled by inverse variance when they agree."""
+    """The sessions' own offsets, pooled by inverse variance when they agree; ``converged``:
+    whether each session's own GLS converged."""
     own = [a.alignment for a in alone]
     sessions = {
         a.series.name: {
@@ -636,9 +647,10 @@ def _campaign_offset(
             "se_s": al.offset_se_s,
             "xcorr_offset_s": x[0],
             "rate_correlation": x[1],
+            "converged": c,
             **({} if d is None else {"pieces": d.to_dict()}),
         }
-        for a, al, x, d in zip(alone, own, xcorr, drifts, strict=True)
+        for a, al, x, d, c in zip(alone, own, xcorr, drifts, converged, strict=True)
     }
     if not estimate:
         return TimeOffset("given", own[0].offset_s, float("nan"), True, float("nan"), sessions)
@@ -649,7 +661,8 @@ def _campaign_offset(
         p = float(chi2.sf(stat, len(own) - 1))
     pooled = not p < OFFSET_CONSISTENCY_ALPHA
     return TimeOffset(
-        "gls", off if pooled else float("nan"), se if pooled else float("nan"), pooled, p, sessions
+        "gls", off if pooled else float("nan"), se if pooled else float("nan"), pooled, p,
+        sessions, all(converged),
     )
 
 

@@ -32,12 +32,15 @@ SIDAK_BAND = (0.0043, 0.9957)
 
 
 class Fold(NamedTuple):
-    """A held-out session's error, its training sessions' errors, and the variance (6,)
-    units² its error inherits from the others' alignment (None: nothing)."""
+    """A held-out session's error, its training sessions' errors, the variance (6,)
+    units² its error inherits from the others' alignment (None: nothing), and whether the
+    GLS offset and frame fitted to the others converged (False: the alignment the
+    held-out session is judged under is not their optimum's)."""
 
     held_out: ErrorSeries
     training: list[ErrorSeries]
     inherited_variance: np.ndarray | None
+    converged: bool = True
 
 
 FoldSource = Callable[[list[int], frozenset[int]], list[Fold]]
@@ -104,6 +107,7 @@ class ValidationReport:
     parameter_uncertainty: bool
     extra: dict[str, Any] = field(default_factory=dict)
     named: list[str] = field(default_factory=list)  # step-down order, worst first
+    warnings: list[str] = field(default_factory=list)  # e.g. a fold's GLS not converged
 
     @property
     def passed(self) -> bool:
@@ -179,6 +183,7 @@ class ValidationReport:
             "failed_axes": failed_axes,
             "rank_histogram": self.rank_histogram(),
             "named": list(self.named),
+            "warnings": list(self.warnings),
             "sessions": sessions,
             **self.extra,
         }
@@ -291,12 +296,18 @@ def validate_sessions(
     source = folds or fixed
     checks: dict[int, SessionCheck] = {}
     remaining, excluded, named = list(range(n)), frozenset[int](), []
+    warnings: list[str] = []
     for step in range(n):
         alpha_s = _sidak(alpha, len(remaining))
         rng = np.random.default_rng(seed if step == 0 else [seed, step])
         streams = rng.spawn(n)
+        round_folds = source(remaining, excluded)
+        warnings += [
+            w for w in _fold_warnings(round_folds, [series[j].name for j in excluded])
+            if w not in warnings
+        ]
         got = _round(
-            source(remaining, excluded), n_draws, [streams[i] for i in remaining], alpha_s,
+            round_folds, n_draws, [streams[i] for i in remaining], alpha_s,
             parameter_uncertainty, progress if step == 0 else None,
         )
         checks.update(zip(remaining, got, strict=True))
@@ -312,8 +323,20 @@ def validate_sessions(
             break
     return ValidationReport(
         [checks[i] for i in range(n)], n_draws, seed, alpha, _sidak(alpha, n),
-        "leave-one-session-out", parameter_uncertainty, named=named,
+        "leave-one-session-out", parameter_uncertainty, named=named, warnings=warnings,
     )
+
+
+def _fold_warnings(folds: list[Fold], excluded: list[str]) -> list[str]:
+    """One warning per fold whose training alignment did not converge."""
+    without = f" (and without {', '.join(excluded)})" if excluded else ""
+    return [
+        f"held out {f.held_out.name}{without}: the GLS time offset and frame fitted to the "
+        "other sessions did not converge (or pools offsets that did not): the alignment "
+        "it was judged under is not their optimum's"
+        for f in folds
+        if not f.converged
+    ]
 
 
 def _given_model(
@@ -327,7 +350,7 @@ def _given_model(
     given = []
     wr = model.wrong_relocalizations
     n_relocs = model.axes["x"].n_segments or int(wr.get("n_relocalizations", 0))  # offsets
-    n_usual = n_relocs - int(wr.get("n_wrong", 0))
+    n_usual = n_relocs - int(wr.get("n_wrong", 0))  # a session start is never named
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
         given.append(check_session(
@@ -348,16 +371,18 @@ def _round(
     alpha_s: float, parameter_uncertainty: bool, progress: Progress | None = None,
 ) -> list[SessionCheck]:
     """Fit every fold's training sessions (one batch) and check its held-out session."""
-    train = [s for _, tr, _ in folds for s in tr]
+    train = [s for fold in folds for s in fold.training]
     groups, k = [], 0
-    for _, tr, _ in folds:
-        groups.append(list(range(k, k + len(tr))))
-        k += len(tr)
+    for fold in folds:
+        groups.append(list(range(k, k + len(fold.training))))
+        k += len(fold.training)
     n = len(folds)
     refits = None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
     fits = fit_groups(train, groups, refits)
     out = []
-    for i, ((held, _, inherited), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
+    for i, ((held, _, inherited, _), f, rng) in enumerate(
+        zip(folds, fits, streams, strict=True)
+    ):
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
         m = PoseErrorModel(f)
