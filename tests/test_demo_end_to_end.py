@@ -92,8 +92,9 @@ def test_pod_geometry_matches_truth(demo: dict) -> None:
 
 def test_lidar_figures_match_truth(demo: dict) -> None:
     # Noise σ per band, the residuals' 3σ-clipped SD (characterize/lidar/noise.py,
-    # clipped_sigma), stated ±1σ its standard error over the band's points: 5 of them, plus 3 % of the truth because the 2-3 m bands of this
-    # scene read up to 4 % high (2-4 stated σ) for all three lidars; not the capture:
+    # clipped_sigma), stated ±1σ its standard error over the band's points: 5 of them,
+    # plus 3 % of the truth because the 2-3 m bands of this scene read up to 4 % high
+    # (2-4 stated σ) for all three lidars; not the capture:
     # simulate_to_session files of the same scene read LD19 +2 %, A1 0-3 % there.
     rows = [r for r in demo["summary"] if " σ " in r["name"]]
     assert len(rows) >= 12  # four bands inside one simulated band, three lidars
