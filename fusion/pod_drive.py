@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.odometry_drift import frame_period
 from sensorbench.fusion.pod_kinematics import relative_poses, se2_log
 from sensorbench.logs import NO_DEVICE_TIME, Session
 
@@ -221,7 +222,7 @@ def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray
     good = np.flatnonzero(ok)
     if good.size <= 10:
         return np.zeros_like(t)
-    frame = max(float(np.median(np.diff(t))), 1e-6)
+    frame = frame_period(t)
     half = round(0.5 * GYRO_DRIFT_WINDOW_S / frame)
     if t.size < 4 * half + 2:
         slope, intercept = np.polyfit(t[good], np.unwrap(imu_rel[good]), 1)
@@ -248,7 +249,7 @@ def _raw_intervals(
         step[:, 2] = np.diff(drive.imu_yaw - gyro_drift(t, drive.imu_yaw - pose[:, 2], ok))
     cum = np.vstack([np.zeros((1, 3)), np.cumsum(step, axis=0)])
     bad = np.concatenate([[0], np.cumsum(~ok)])
-    frame = max(float(np.median(np.diff(t))), 1e-6)
+    frame = frame_period(t)
     per = max(1, round(interval_s / frame))
     # a gap of two reference periods between intervals: no shared reference sample
     gap = max(1, int(np.ceil(0.8 * drive.max_gap_s / frame)))
