@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import h5py
@@ -363,3 +364,41 @@ def test_frames_stamped_in_bursts_are_fitted(sim_drives, tmp_path) -> None:
     timed = fit_drift([load_drive(sim_drives[n]) for n in DRIVES], fit.geometry())
     burst = fit_drift(drives, fit.geometry())
     np.testing.assert_allclose(burst.excitation, timed.excitation, rtol=0.01)
+
+
+def _stuck_pod(src: Path, dst: Path, pod: int, jitter: bool) -> Path:
+    """``src`` with pod ``pod``'s counter stuck at its first value (``jitter``: flickering
+    by ±1 tick, an encoder edge on a wheel that does not turn)."""
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        counts = f["encoders/pods/counts"][...]
+        counts[:, pod] = counts[0, pod]
+        if jitter:
+            counts[:, pod] += np.random.default_rng(pod).integers(0, 2, counts.shape[0])
+        f["encoders/pods/counts"][...] = counts
+    return dst
+
+
+@pytest.mark.parametrize("jitter", [False, True])
+def test_a_pod_that_never_rolled_is_refused_by_name(sim_drives, tmp_path, jitter) -> None:
+    # The sideways pod's counter stuck through every drive: its row came out (0, 0, 0),
+    # c = 1/0 was computed with three RuntimeWarnings and `fit pods` died on
+    # "pod geometry: distance per tick must be finite and > 0 (m)" (exit 2, no model
+    # file, no pod named). Now that pod's three parameters are refused saying it did
+    # not roll (exit 1, the model written as incomplete), the other pods are fitted.
+    paths = [_stuck_pod(sim_drives[n], tmp_path / f"{n}.h5", 2, jitter) for n in DRIVES]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_pods([load_drive(p) for p in paths])
+    assert not fit.complete
+    assert [k for k, v in fit.status[2].items() if "pod2 did not roll" in v] == [
+        "distance_per_tick", "rolling_angle", "lever_arm"]  # fmt: skip
+    assert all(v == "ok" for st in fit.status[:2] for v in st.values()), fit.status
+    truth = truth_of(sim_drives["forward"])
+    z = z_scores(fit, truth).reshape(3, 3)[:, :2]  # the two parallel pods: c, φ, lever
+    assert np.all(np.abs(z) < 4), z
+    out = tmp_path / "pods.toml"
+    res = CliRunner().invoke(cli, ["fit", "pods", *map(str, paths), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "pod2.distance_per_tick: not identifiable: pod2 did not roll" in res.output
+    assert out.exists()

@@ -24,6 +24,10 @@ from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
+MIN_ROLL_SIGMA = 5.0
+"""A pod whose fitted row (a, b, d) on the excited directions is within this many standard
+errors of 0 (Wald) did not measurably roll: a wheel off the floor or an encoder not
+connected. For such a pod the statistic is χ²₃ and exceeds 5² once in 60 000."""
 
 
 def huber_irls(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -406,8 +410,9 @@ def fit_pods(
     # with IMU heading a spin would carry no timing information
     offsets = [align_drive(d, interval_s) for d in drives]
     core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
+    still = _still_pods(core["rows"], core["cov"], core["excited"], drives)
     n_bounce = 0
-    if core["excited"].all() and any(d.imu_yaw is not None for d in drives):
+    if core["excited"].all() and not still and any(d.imu_yaw is not None for d in drives):
         # second pass: frames where a parallel pod bounced disagree with the IMU's Δθ;
         # drop the intervals holding them (a bounce only loses ticks, so the robust
         # loss alone leaves a one-sided bias in c)
@@ -428,12 +433,16 @@ def fit_pods(
         f"energy, needs {min_excitation:g}×)"
         for j, a in enumerate(AXES)
     }
-    c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited, why)
+    pod_names = next((d.names for d in drives if d.names), None)
+    pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
+    c, sc, phi, sphi, lev, slev, status = _derive(
+        rows, cov, excited, why,
+        {i: f"{pod_names[i]} did not roll in these drives ({msg}): a wheel off the floor "
+            "or an encoder not connected" for i, msg in still.items()},
+    )  # fmt: skip
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
-    pod_names = next((d.names for d in drives if d.names), None)
-    pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
         names=pod_names,
         c=c,
@@ -489,15 +498,46 @@ def _fit_slip(
         return None, f"slip law not fitted: {exc}"
 
 
+def _still_pods(
+    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, drives: Sequence[Drive]
+) -> dict[int, str]:
+    """Pods that did not measurably roll, each with what shows it: its row (a, b, d) on the
+    excited directions (ticks per m, m, rad) within :data:`MIN_ROLL_SIGMA` standard errors
+    of 0, and the ticks its counter moved over all drives. (A sideways pod on forward
+    drives and spins rolls on the spins: its d is far from 0.)"""
+    cols = np.flatnonzero(excited)
+    out = {}
+    for i in range(rows.shape[0]):
+        ab = rows[i, cols]
+        C = cov[i][np.ix_(cols, cols)]
+        wald = float(ab @ np.linalg.pinv(C, hermitian=True) @ ab) if np.all(np.isfinite(C)) else 0.0
+        if np.sqrt(max(wald, 0.0)) < MIN_ROLL_SIGMA or not np.any(ab):
+            ticks = sum(int(np.abs(np.diff(d.counts[:, i])).sum()) for d in drives)
+            out[i] = (f"its counter moved {ticks} ticks in all, its row "
+                      f"{np.sqrt(max(wald, 0.0)):.3g} standard errors from 0, needs "
+                      f"{MIN_ROLL_SIGMA:g}")  # fmt: skip
+    return out
+
+
 def _derive(
-    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, why: dict[str, str]
+    rows: np.ndarray,
+    cov: np.ndarray,
+    excited: np.ndarray,
+    why: dict[str, str],
+    still: dict[int, str] | None = None,
 ) -> tuple[Any, ...]:
     """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod
-    (``why[axis]``: the reason an axis that was not excited gives)."""
+    (``why[axis]``: the reason an axis that was not excited gives; ``still[pod]``: the
+    reason every parameter of a pod that did not roll gives)."""
     n = rows.shape[0]
     out = {k: np.full(n, np.nan) for k in ("c", "sc", "phi", "sphi", "lev", "slev")}
     status = []
     for i in range(n):
+        if still and i in still:
+            reason = f"not identifiable: {still[i]}"
+            status.append(dict.fromkeys(("distance_per_tick", "rolling_angle", "lever_arm"),
+                                        reason))  # fmt: skip
+            continue
         a, b, d = (0.0 if not excited[j] else rows[i, j] for j in range(3))
         C = np.where(np.isfinite(cov[i]), cov[i], 0.0)
         if excited[0] and excited[1]:
