@@ -119,6 +119,11 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
     """A replay summary (:meth:`~sensorbench.fusion.odometry_replay.Replay.summary`): errors
     (cm, °) against ``reference``, rejections, the claimed-vs-actual table, written files."""
     out = [f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s"]
+    skipped = doc.get("skipped_before_reference_s") or 0.0
+    if skipped > 0:
+        out.append(
+            f"replayed from the {reference}'s first usable sample: the first {skipped:.1f} s "
+            "of encoder frames have no start pose and are left out")
     err = doc["errors"]
     if err is None:
         out.append("no reference in the session: no errors computed")
