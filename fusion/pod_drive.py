@@ -301,9 +301,22 @@ def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
     return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
 
 
+ALIGN_MIN_CONTRAST = 2.0
+"""Largest over smallest alignment cost on the grid (:func:`align_drive_checked`) below
+which a drive's time offset is not identified: no pod's counts follow its reference
+motion (a sideways drive of two parallel pods: 1.2, the cost flat within its noise; a drive
+some pod sees: 50-300)."""
+
+
 def align_drive(drive: Drive, interval_s: float) -> float:
     """Offset (s) to add to encoder times so they line up with the reference: the minimum
     of :func:`_rss` on a 10 ms grid over ±:data:`MAX_OFFSET_S`, then a bounded search."""
+    return align_drive_checked(drive, interval_s)[0]
+
+
+def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
+    """:func:`align_drive`'s offset (s) and whether the drive identifies it: its cost over
+    the grid varies by at least :data:`ALIGN_MIN_CONTRAST` (else the minimum is noise)."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
     grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
@@ -317,10 +330,12 @@ def align_drive(drive: Drive, interval_s: float) -> float:
         raise FitError(f"{drive.label}: encoder and reference overlap for {overlap:.1f} s, "
                        f"fewer than 6 usable intervals of {interval_s:g} s: {why}")
     best = float(grid[int(np.nanargmin(costs))])
+    finite = costs[np.isfinite(costs)]
+    identified = bool(finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},
     )
-    return float(res.x) if res.fun <= costs.min() else best
+    return (float(res.x) if res.fun <= costs.min() else best), identified

@@ -39,8 +39,11 @@ def pod_table(fit: PodFit) -> str:
     )
     out.append(f"excitation (signal/noise energy): {ex}")
     offsets = ", ".join(
-        f"{lab} {o * 1e3:+.1f} ms" for lab, o in zip(fit.labels, fit.time_offsets_s, strict=True)
-    )
+        f"{lab} {o * 1e3:+.1f} ms" + ("" if ok else " (not identified: no pod's counts follow "
+                                     "the drive's motion; the other drives' median)")
+        for lab, o, ok in zip(fit.labels, fit.time_offsets_s, fit.offsets_identified(),
+                              strict=True)
+    )  # fmt: skip
     out.append(f"encoder→mocap time offsets: {offsets}")
     if fit.slip is not None:
         sl = fit.slip

@@ -19,7 +19,12 @@ from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
-from sensorbench.fusion.pod_drive import MAX_OFFSET_S, Drive, align_drive, intervals_with_rate
+from sensorbench.fusion.pod_drive import (
+    MAX_OFFSET_S,
+    Drive,
+    align_drive_checked,
+    intervals_with_rate,
+)
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
@@ -148,6 +153,7 @@ class PodFit:
     options: dict[str, Any] = field(default_factory=dict)
     slip: SlipFit | None = None
     slip_note: str = ""
+    time_offset_identified: list[bool] = field(default_factory=list)
 
     @property
     def radius(self) -> np.ndarray | None:
@@ -214,6 +220,11 @@ class PodFit:
         slip_report = None if self.slip is None else self.slip.as_dict()
         return save_pod_model(path, self._geometry(), prov, self.pod_tables(), summary, slip_report)
 
+    def offsets_identified(self) -> list[bool]:
+        """Per session, whether its drive identified its time offset (else it took the
+        others' median, or 0 s: :func:`fit_pods`)."""
+        return self.time_offset_identified or [True] * len(self.labels)
+
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
         sr = self.sigma_radius
@@ -252,10 +263,10 @@ class PodFit:
             "excited": self.excited,
             "design_singular_values": [float(v) for v in self.singular_values],
             "sessions": [
-                {"label": lab, "time_offset_s": off, "sigma_time_offset_s": sd}
-                for lab, off, sd in zip(
-                    self.labels, self.time_offsets_s, self.sigma_time_offsets_s, strict=True
-                )
+                {"label": lab, "time_offset_s": off, "sigma_time_offset_s": _f(sd),
+                 "time_offset_identified": ok}
+                for lab, off, sd, ok in zip(self.labels, self.time_offsets_s,
+                    self.sigma_time_offsets_s, self.offsets_identified(), strict=True)
             ],
             "n_intervals": self.n_intervals,
             "options": self.options,
@@ -320,14 +331,18 @@ def _fit_core(
     interval_s: float,
     heading: str,
     min_excitation: float,
+    fixed: Sequence[bool] = (),
 ) -> dict[str, Any]:
-    """Intervals of every drive, excitation, robust rows and their joint covariance."""
+    """Intervals of every drive, excitation, robust rows and their joint covariance (the
+    time offsets of the sessions ``fixed`` marks held, not estimated: no σ)."""
     parts = [
         intervals_with_rate(d, off, interval_s, heading)
         for d, off in zip(drives, offsets, strict=True)
     ]
     dn, xi, rate = (np.vstack([p[j] for p in parts]) for j in range(3))
     session = np.concatenate([np.full(p[0].shape[0], i) for i, p in enumerate(parts)])
+    held = np.flatnonzero(np.asarray(fixed, dtype=bool))
+    rate[np.isin(session, held)] = 0.0
     if dn.shape[0] < 10:
         raise FitError(
             f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
@@ -368,7 +383,11 @@ def _fit_core(
         "sv": sv,
         "outliers": np.count_nonzero(weights == 0.0, axis=1),
         "rsig": rsig,
-        "offset_sigma": np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
+        "offset_sigma": np.where(
+            np.isin(np.arange(len(drives)), held),
+            np.nan,
+            np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
+        ),
         "n_intervals": int(dn.shape[0]),
         "hac_lags": lags,
     }
@@ -408,8 +427,13 @@ def fit_pods(
         heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
-    offsets = [align_drive(d, interval_s) for d in drives]
-    core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
+    aligned = [align_drive_checked(d, interval_s) for d in drives]
+    found = [o for o, ok in aligned if ok]
+    # a drive no pod's counts follow (two parallel pods driven sideways) has no offset of
+    # its own: it takes the others' (one setup, one latency)
+    offsets = [o if ok else (float(np.median(found)) if found else 0.0) for o, ok in aligned]
+    fixed = [not ok for _, ok in aligned]
+    core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
     still = _still_pods(core["rows"], core["cov"], core["excited"], drives)
     n_bounce = 0
     if core["excited"].all() and not still and any(d.imu_yaw is not None for d in drives):
@@ -425,7 +449,7 @@ def fit_pods(
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
-            core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
+            core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
     rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
@@ -462,6 +486,7 @@ def fit_pods(
         time_offsets_s=offsets,
         sigma_time_offsets_s=[float(v) for v in core["offset_sigma"]],
         labels=[d.label for d in drives],
+        time_offset_identified=[not f for f in fixed],
         n_intervals=core["n_intervals"],
         outliers=core["outliers"],
         residual_sigma=core["rsig"],
