@@ -36,7 +36,7 @@ from sensorbench.fusion.nees_samples import SharedErrors, model_effective_sample
 from sensorbench.fusion.odometry_drift import averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
-    align_drive,
+    align_drive_checked,
     align_interval_for,
     load_drive,
     yaw_from_quat,
@@ -400,22 +400,24 @@ def _reference(
     odo: OdometryInput,
     reference: str,
     align_interval_s: float | None,
-) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None]:
+) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None, bool]:
     """The reference path on the filters' frame times (s, relative to ``odo.t0_ns``): its
-    times, poses (m, m, rad), the encoder-to-reference offset (s), its name and its white
-    noise variance (3,) (None for truth); Nones when the session has no mocap."""
+    times, poses (m, m, rad), the encoder-to-reference offset (s), its name, its white
+    noise variance (3,) (None for truth) and whether the session identified the offset (a
+    robot standing still does not: its alignment cost is flat, and the offset is then 0 s,
+    the two streams' common host clock); Nones when the session has no mocap."""
     if reference == "truth":
         with Session(path) as s:
             if "pose/x_y_yaw" not in s.truth_names():
                 raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
             rows = s.truth_rows("pose", "t_ns", "x_y_yaw")
-            return (rows["t_ns"] - odo.t0_ns) * 1e-9, rows["x_y_yaw"], 0.0, "truth", None
+            return (rows["t_ns"] - odo.t0_ns) * 1e-9, rows["x_y_yaw"], 0.0, "truth", None, True
     if reference != "mocap":
         raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
     try:
         drive = load_drive(path)
     except FitError:
-        return None, None, 0.0, None, None
+        return None, None, 0.0, None, None, True
     drive.t_ref = drive.t_ref - odo.t0_ns * 1e-9
     # aligned on the frames and times the filters run on, not on the pod fit's clock line
     drive.t_enc = odo.t_s
@@ -424,9 +426,11 @@ def _reference(
     drive.imu_yaw = None
     if align_interval_s is None:
         align_interval_s = align_interval_for(path)
-    offset = align_drive(drive, align_interval_s)
+    offset, identified = align_drive_checked(drive, align_interval_s)
+    if not identified:
+        offset = 0.0
     ref_t = drive.t_ref - offset
-    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref)
+    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref), identified
 
 
 def _imu_check(
@@ -528,7 +532,9 @@ def replay_session(
     """
     odo = read_odometry(path, window_ns=window_ns)
     inc, n_repaired = odo.increments(geometry, repair)  # refuses another layout first
-    ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
+    ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
+        path, odo, reference, align_interval_s
+    )
     skipped_s = 0.0
     if ref_t is not None and ref_pose is not None:
         odo, skipped_s = _from_reference_start(odo, ref_t, ref_pose)
@@ -577,6 +583,8 @@ def replay_session(
         ref_pose,
         {
             "aided": aiding is not None,
+            # False: the session's motion did not identify the offset, taken as 0 s
+            "encoder_to_reference_offset_identified": offset_identified,
             # encoder time (s) before the reference's first usable sample, not replayed:
             # the filters start from the reference's pose, which it does not know there
             "skipped_before_reference_s": skipped_s,

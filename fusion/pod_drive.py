@@ -316,7 +316,8 @@ def align_drive(drive: Drive, interval_s: float) -> float:
 
 def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
     """:func:`align_drive`'s offset (s) and whether the drive identifies it: its cost over
-    the grid varies by at least :data:`ALIGN_MIN_CONTRAST` (else the minimum is noise)."""
+    the grid varies by at least :data:`ALIGN_MIN_CONTRAST` (else the minimum is noise) and
+    is not 0 everywhere (no pod counted)."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
     grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
@@ -331,7 +332,8 @@ def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
                        f"fewer than 6 usable intervals of {interval_s:g} s: {why}")
     best = float(grid[int(np.nanargmin(costs))])
     finite = costs[np.isfinite(costs)]
-    identified = bool(finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
+    # all 0: no pod counted at all (a robot standing still)
+    identified = bool(finite.max() > 0 and finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),

@@ -63,3 +63,17 @@ def test_a_late_reference_starts_the_replay_where_it_has_a_pose(late) -> None:
     full = replay_session(late, geometry, noise, reference="truth")
     assert full.info["skipped_before_reference_s"] == 0.0
     assert full.result.t_s[0] < t0 - LATE_S + 0.1
+
+
+def test_a_robot_standing_still_has_no_time_offset(tmp_path) -> None:
+    # No pod counts: the alignment cost is 0 at every offset and its minimum was the
+    # search range's edge, -0.24 s reported as the encoder-to-mocap offset (the
+    # simulator's mocap latency is 4 ms), and the reference then seemed to start 0.24 s
+    # after the first frame. Now the offset is marked not identified and taken as 0 s.
+    path = simulate(tmp_path, "hold", 1)
+    geometry = load_pod_model(MODELS / "pods-emulated.toml")
+    noise = load_noise_model(MODELS / "noise-emulated.toml")
+    rp = replay_session(path, geometry, noise, reference="mocap")
+    assert abs(rp.time_offset_s - 0.004) < 0.005, rp.time_offset_s
+    assert rp.info["encoder_to_reference_offset_identified"] is False
+    assert rp.info["skipped_before_reference_s"] == 0.0

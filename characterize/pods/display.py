@@ -122,6 +122,9 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
     """A replay summary (:meth:`~sensorbench.fusion.odometry_replay.Replay.summary`): errors
     (cm, °) against ``reference``, rejections, the claimed-vs-actual table, written files."""
     out = [f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s"]
+    if doc.get("encoder_to_reference_offset_identified") is False:
+        out.append(f"encoder→{reference} time offset not identified (no pod counted the "
+                   "reference's motion): 0 s taken")  # fmt: skip
     skipped = doc.get("skipped_before_reference_s") or 0.0
     if skipped > 0:
         out.append(
