@@ -417,12 +417,18 @@ def fit_pods(
         slip_window_s: window (s) of the slip-law fit against the IMU (:func:`_fit_slip`).
 
     Raises:
-        FitError: no usable intervals, or no translation at all.
+        FitError: no usable intervals, no translation at all, or drives with different
+            numbers of counters.
     """
     if not drives:
         raise FitError("no sessions to fit")
     if heading not in ("auto", "mocap", "imu"):
         raise FitError(f"heading must be 'auto', 'mocap' or 'imu', not {heading!r}")
+    layouts = [(d.label, d.counts.shape[1]) for d in drives]
+    if len({n for _, n in layouts}) > 1:
+        raise FitError("the sessions' encoder streams have different numbers of counters ("
+                       + ", ".join(f"{k}: {n}" for k, n in layouts)
+                       + "): one fit takes the drives of one robot")  # fmt: skip
     if heading == "auto":
         heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
