@@ -157,13 +157,29 @@ TRAVEL_SMOOTH_S = 0.1
 a tick frame by frame, which is not rolling."""
 
 
+def frame_period(t: np.ndarray) -> float:
+    """Typical encoder frame period (s) of frame times ``t`` (s, non-decreasing): the median
+    step, or, where most frames share a stamp (host-stamped frames read in bursts: four
+    frames of 5 ms every 20 ms), the median positive step times the share of positive
+    steps; 1e-6 for fewer than two distinct times."""
+    d = np.diff(np.asarray(t, dtype=float))
+    if d.size == 0:
+        return 1e-6
+    med = float(np.median(d))
+    if med > 0:
+        return med
+    pos = d[d > 0]
+    if pos.size == 0:
+        return 1e-6
+    return max(float(np.median(pos)) * pos.size / d.size, 1e-6)
+
+
 def averaged_counts(dn: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     """Tick increments (K, N) averaged over :data:`TRAVEL_SMOOTH_S` of frames (times
     ``t_s`` (K+1,) s)."""
     from scipy.ndimage import uniform_filter1d
 
-    frame = max(float(np.median(np.diff(t_s))), 1e-9)
-    span = max(1, round(TRAVEL_SMOOTH_S / frame))
+    span = max(1, round(TRAVEL_SMOOTH_S / frame_period(t_s)))
     return uniform_filter1d(np.asarray(dn, dtype=float), span, axis=0, mode="nearest")
 
 

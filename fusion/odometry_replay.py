@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from sensorbench.fusion.nees_samples import SharedErrors, model_effective_sample
 from sensorbench.fusion.odometry_drift import averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
-    align_drive,
+    align_drive_checked,
     align_interval_for,
     load_drive,
     yaw_from_quat,
@@ -400,22 +400,24 @@ def _reference(
     odo: OdometryInput,
     reference: str,
     align_interval_s: float | None,
-) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None]:
+) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None, bool]:
     """The reference path on the filters' frame times (s, relative to ``odo.t0_ns``): its
-    times, poses (m, m, rad), the encoder-to-reference offset (s), its name and its white
-    noise variance (3,) (None for truth); Nones when the session has no mocap."""
+    times, poses (m, m, rad), the encoder-to-reference offset (s), its name, its white
+    noise variance (3,) (None for truth) and whether the session identified the offset (a
+    robot standing still does not: its alignment cost is flat, and the offset is then 0 s,
+    the two streams' common host clock); Nones when the session has no mocap."""
     if reference == "truth":
         with Session(path) as s:
             if "pose/x_y_yaw" not in s.truth_names():
                 raise FusionError(f"{path}: no simulator truth; use reference='mocap'")
             rows = s.truth_rows("pose", "t_ns", "x_y_yaw")
-            return (rows["t_ns"] - odo.t0_ns) * 1e-9, rows["x_y_yaw"], 0.0, "truth", None
+            return (rows["t_ns"] - odo.t0_ns) * 1e-9, rows["x_y_yaw"], 0.0, "truth", None, True
     if reference != "mocap":
         raise FusionError(f"reference must be 'mocap' or 'truth', not {reference!r}")
     try:
         drive = load_drive(path)
     except FitError:
-        return None, None, 0.0, None, None
+        return None, None, 0.0, None, None, True
     drive.t_ref = drive.t_ref - odo.t0_ns * 1e-9
     # aligned on the frames and times the filters run on, not on the pod fit's clock line
     drive.t_enc = odo.t_s
@@ -424,9 +426,11 @@ def _reference(
     drive.imu_yaw = None
     if align_interval_s is None:
         align_interval_s = align_interval_for(path)
-    offset = align_drive(drive, align_interval_s)
+    offset, identified = align_drive_checked(drive, align_interval_s)
+    if not identified:
+        offset = 0.0
     ref_t = drive.t_ref - offset
-    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref)
+    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref), identified
 
 
 def _imu_check(
@@ -456,6 +460,44 @@ def _imu_check(
     return nis_monitor(chi, gate, window, level), spread_by
 
 
+REFERENCE_GAP_PERIODS = 2.5
+"""A reference gap longer than this many of its median periods leaves the frames in it
+without a reference pose (as :func:`~sensorbench.fusion.pod_drive.load_drive`'s gaps)."""
+
+
+def _from_reference_start(
+    odo: OdometryInput, ref_t: np.ndarray, ref_pose: np.ndarray
+) -> tuple[OdometryInput, float]:
+    """``odo`` from its first frame with a reference pose on both sides within
+    :data:`REFERENCE_GAP_PERIODS` periods, or at most one period before the reference's first
+    sample (times ``ref_t`` s, poses finite), and the encoder time (s) left out before it;
+    ``odo`` itself when its first frame has one.
+
+    Raises:
+        FusionError: no two frames left with a reference at the first.
+    """
+    ok = np.all(np.isfinite(ref_pose), axis=1)
+    t = np.asarray(ref_t, dtype=float)[ok]
+    if t.size < 2:
+        return odo, 0.0
+    period = float(np.median(np.diff(t)))
+    max_gap = REFERENCE_GAP_PERIODS * period
+    # a frame up to one period before the first sample takes that sample's pose
+    i = np.searchsorted(t, odo.t_s, side="right")
+    ic = np.clip(i, 1, t.size - 1)
+    covered = (i > 0) & (i < t.size) & (t[ic] - t[ic - 1] <= max_gap)
+    covered |= (odo.t_s >= t[0] - period) & (odo.t_s < t[0]) | (odo.t_s == t[-1])
+    k = int(np.argmax(covered)) if covered.any() else odo.t_s.size
+    if k == 0:
+        return odo, 0.0
+    if k >= odo.t_s.size - 1:
+        raise FusionError(f"{odo.source}: the reference has no usable sample while the encoder "
+                          "frames run: no start pose to replay from")  # fmt: skip
+    imu = None if odo.imu_dtheta is None else odo.imu_dtheta[k:]
+    kept = replace(odo, t_s=odo.t_s[k:], dn=odo.dn[k:], imu_dtheta=imu)
+    return kept, float(odo.t_s[k] - odo.t_s[0])
+
+
 def replay_session(
     path: str | os.PathLike[str],
     geometry: PodGeometry,
@@ -472,7 +514,9 @@ def replay_session(
 ) -> Replay:
     """Replay one session through the split filters with the pods' ``geometry`` and the
     filters' ``noise`` (with ``aid_model`` the ``pose_sensor`` stream aids), from the
-    reference pose at the first frame (zero without one), and score it.
+    reference pose at the first frame (zero without one), and score it. Frames before the
+    reference's first usable sample (mocap that starts late or is occluded at the start)
+    are not replayed: there is no start pose for them (``info["skipped_before_reference_s"]``).
 
     Args:
         reference: ``"mocap"`` (aligned in time to the encoder) or ``"truth"``.
@@ -487,8 +531,15 @@ def replay_session(
             (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
-    inc, n_repaired = odo.increments(geometry, repair)
-    ref_t, ref_pose, offset, ref_name, ref_var = _reference(path, odo, reference, align_interval_s)
+    inc, n_repaired = odo.increments(geometry, repair)  # refuses another layout first
+    ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
+        path, odo, reference, align_interval_s
+    )
+    skipped_s = 0.0
+    if ref_t is not None and ref_pose is not None:
+        odo, skipped_s = _from_reference_start(odo, ref_t, ref_pose)
+        if skipped_s > 0:
+            inc, n_repaired = odo.increments(geometry, repair)
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
@@ -532,6 +583,11 @@ def replay_session(
         ref_pose,
         {
             "aided": aiding is not None,
+            # False: the session's motion did not identify the offset, taken as 0 s
+            "encoder_to_reference_offset_identified": offset_identified,
+            # encoder time (s) before the reference's first usable sample, not replayed:
+            # the filters start from the reference's pose, which it does not know there
+            "skipped_before_reference_s": skipped_s,
             "imu_bounce_check": repair and odo.imu_dtheta is not None,
             "repaired_frames": n_repaired,
             # what standardises the pods-against-IMU check (None: no IMU)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sensorbench.errors import FitError, SessionError
+from sensorbench.fusion.odometry_drift import frame_period
 from sensorbench.fusion.pod_kinematics import relative_poses, se2_log
 from sensorbench.logs import NO_DEVICE_TIME, Session
 
@@ -221,7 +222,7 @@ def gyro_drift(t: np.ndarray, imu_rel: np.ndarray, ok: np.ndarray) -> np.ndarray
     good = np.flatnonzero(ok)
     if good.size <= 10:
         return np.zeros_like(t)
-    frame = max(float(np.median(np.diff(t))), 1e-6)
+    frame = frame_period(t)
     half = round(0.5 * GYRO_DRIFT_WINDOW_S / frame)
     if t.size < 4 * half + 2:
         slope, intercept = np.polyfit(t[good], np.unwrap(imu_rel[good]), 1)
@@ -248,7 +249,7 @@ def _raw_intervals(
         step[:, 2] = np.diff(drive.imu_yaw - gyro_drift(t, drive.imu_yaw - pose[:, 2], ok))
     cum = np.vstack([np.zeros((1, 3)), np.cumsum(step, axis=0)])
     bad = np.concatenate([[0], np.cumsum(~ok)])
-    frame = max(float(np.median(np.diff(t))), 1e-6)
+    frame = frame_period(t)
     per = max(1, round(interval_s / frame))
     # a gap of two reference periods between intervals: no shared reference sample
     gap = max(1, int(np.ceil(0.8 * drive.max_gap_s / frame)))
@@ -300,9 +301,23 @@ def _rss(dn: np.ndarray, xi: np.ndarray) -> float:
     return float(np.sum(np.minimum(r * r, cap * cap)) / dn.shape[0])
 
 
+ALIGN_MIN_CONTRAST = 2.0
+"""Largest over smallest alignment cost on the grid (:func:`align_drive_checked`) below
+which a drive's time offset is not identified: no pod's counts follow its reference
+motion (a sideways drive of two parallel pods: 1.2, the cost flat within its noise; a drive
+some pod sees: 50-300)."""
+
+
 def align_drive(drive: Drive, interval_s: float) -> float:
     """Offset (s) to add to encoder times so they line up with the reference: the minimum
     of :func:`_rss` on a 10 ms grid over ±:data:`MAX_OFFSET_S`, then a bounded search."""
+    return align_drive_checked(drive, interval_s)[0]
+
+
+def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
+    """:func:`align_drive`'s offset (s) and whether the drive identifies it: its cost over
+    the grid varies by at least :data:`ALIGN_MIN_CONTRAST` (else the minimum is noise) and
+    is not 0 everywhere (no pod counted)."""
     from scipy.optimize import minimize_scalar  # here: live imports this module, not scipy
 
     grid = np.arange(-MAX_OFFSET_S, MAX_OFFSET_S + 1e-12, 0.01)
@@ -316,10 +331,13 @@ def align_drive(drive: Drive, interval_s: float) -> float:
         raise FitError(f"{drive.label}: encoder and reference overlap for {overlap:.1f} s, "
                        f"fewer than 6 usable intervals of {interval_s:g} s: {why}")
     best = float(grid[int(np.nanargmin(costs))])
+    finite = costs[np.isfinite(costs)]
+    # all 0: no pod counted at all (a robot standing still)
+    identified = bool(finite.max() > 0 and finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),
         method="bounded",
         options={"xatol": 1e-5},
     )
-    return float(res.x) if res.fun <= costs.min() else best
+    return (float(res.x) if res.fun <= costs.min() else best), identified

@@ -1,7 +1,8 @@
 """Pod commands given drives they cannot use: a stream with another number of counters
 than the model's pods (a ValueError traceback in ``replay``, ``fit noise`` and ``export
 --pods``), a robot that never moved (a ZeroDivisionError in ``fit noise``), a drive too
-short to align ("do not overlap in time", although they did). Each is exit 2 naming the
+short to align ("do not overlap in time", although they did), drives of robots with
+another number of counters each (a numpy traceback in `fit pods`). Each is exit 2 naming the
 file and the cause; the same session with the model's layout replays."""
 
 from __future__ import annotations
@@ -68,3 +69,21 @@ def test_a_drive_too_short_to_align_says_so(still, tmp_path) -> None:
     out = _run("fit", "pods", str(still), "-o", str(tmp_path / "p.toml"))
     assert "overlap for 2.0 s" in out, out
     assert "record longer or align over shorter intervals" in out, out
+
+
+def test_drives_of_robots_with_different_counters_are_refused_together(tmp_path) -> None:
+    # a three-pod drive beside a four-counter one (another robot): `fit pods` aligned
+    # both, stacked their intervals and died on numpy's "all the input array dimensions
+    # ... must match" traceback; now exit 2 naming each session's number of counters
+    from pods_sim_util import simulate
+
+    forward = simulate(tmp_path, "forward", 1)
+    path = simulate(tmp_path, "spin", 2)
+    with h5py.File(path, "r+") as f:
+        g = f["encoders/pods"]
+        c = g["counts"][()]
+        del g["counts"]
+        g["counts"] = np.column_stack([c, c[:, :1]])
+        g.attrs["n_counts"] = 4
+    out = _run("fit", "pods", str(forward), str(path), "-o", str(tmp_path / "p.toml"))
+    assert "different numbers of counters" in out and ": 3," in out and ": 4)" in out, out

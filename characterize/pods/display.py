@@ -39,8 +39,11 @@ def pod_table(fit: PodFit) -> str:
     )
     out.append(f"excitation (signal/noise energy): {ex}")
     offsets = ", ".join(
-        f"{lab} {o * 1e3:+.1f} ms" for lab, o in zip(fit.labels, fit.time_offsets_s, strict=True)
-    )
+        f"{lab} {o * 1e3:+.1f} ms" + ("" if ok else " (not identified: no pod's counts follow "
+                                     "the drive's motion; the other drives' median)")
+        for lab, o, ok in zip(fit.labels, fit.time_offsets_s, fit.offsets_identified(),
+                              strict=True)
+    )  # fmt: skip
     out.append(f"encoder→mocap time offsets: {offsets}")
     if fit.slip is not None:
         sl = fit.slip
@@ -119,6 +122,14 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
     """A replay summary (:meth:`~sensorbench.fusion.odometry_replay.Replay.summary`): errors
     (cm, °) against ``reference``, rejections, the claimed-vs-actual table, written files."""
     out = [f"{session}: {doc['frames']} frames over {doc['duration_s']:.1f} s"]
+    if doc.get("encoder_to_reference_offset_identified") is False:
+        out.append(f"encoder→{reference} time offset not identified (no pod counted the "
+                   "reference's motion): 0 s taken")  # fmt: skip
+    skipped = doc.get("skipped_before_reference_s") or 0.0
+    if skipped > 0:
+        out.append(
+            f"replayed from the {reference}'s first usable sample: the first {skipped:.1f} s "
+            "of encoder frames have no start pose and are left out")
     err = doc["errors"]
     if err is None:
         out.append("no reference in the session: no errors computed")

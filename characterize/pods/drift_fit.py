@@ -16,7 +16,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import OdometryDrift, coefficient_table
+from sensorbench.fusion.odometry_drift import OdometryDrift, coefficient_table, frame_period
 from sensorbench.fusion.pod_drive import Drive, align_drive, drive_intervals
 from sensorbench.fusion.pod_kinematics import PodGeometry, repair_bounces
 from sensorbench.logs.model_keys import AXES
@@ -96,7 +96,7 @@ def path_lengths(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     """Cumulative path length (n, 3) per body axis (m, m, rad) of a cumulative odometry
     (n, 3), its speed taken over :data:`SMOOTH_S` spans (a running mean of |Δ|/B)."""
     n = odometry.shape[0]
-    frame = max(float(np.median(np.diff(t_s))), 1e-9)
+    frame = frame_period(t_s)
     b = int(min(max(1, round(SMOOTH_S / frame)), max(1, n - 1)))
     ahead = np.abs(odometry[b:] - odometry[:-b]) / b  # mean |step| over the next b frames
     per_frame = np.vstack([ahead, np.repeat(ahead[-1:], b - 1, axis=0)])
@@ -107,7 +107,7 @@ def speeds(odometry: np.ndarray, t_s: np.ndarray) -> np.ndarray:
     """Body speeds (n, 3) (m/s, m/s, rad/s) of a cumulative odometry, centred differences
     over :data:`SMOOTH_S`."""
     n = odometry.shape[0]
-    frame = max(float(np.median(np.diff(t_s))), 1e-9)
+    frame = frame_period(t_s)
     h = int(min(max(1, round(SMOOTH_S / (2 * frame))), max(1, (n - 1) // 2)))
     lo = np.clip(np.arange(n) - h, 0, n - 1)
     hi = np.clip(np.arange(n) + h, 0, n - 1)

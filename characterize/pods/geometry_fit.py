@@ -19,11 +19,20 @@ from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
 from sensorbench.errors import FitError, FusionError
 from sensorbench.fusion.odometry_replay import reference_noise
-from sensorbench.fusion.pod_drive import MAX_OFFSET_S, Drive, align_drive, intervals_with_rate
+from sensorbench.fusion.pod_drive import (
+    MAX_OFFSET_S,
+    Drive,
+    align_drive_checked,
+    intervals_with_rate,
+)
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
 
 DRIVE_FOR = {"x": "forward drive", "y": "sideways drive", "theta": "spin"}
+MIN_ROLL_SIGMA = 5.0
+"""A pod whose fitted row (a, b, d) on the excited directions is within this many standard
+errors of 0 (Wald) did not measurably roll: a wheel off the floor or an encoder not
+connected. For such a pod the statistic is χ²₃ and exceeds 5² once in 60 000."""
 
 
 def huber_irls(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -144,6 +153,7 @@ class PodFit:
     options: dict[str, Any] = field(default_factory=dict)
     slip: SlipFit | None = None
     slip_note: str = ""
+    time_offset_identified: list[bool] = field(default_factory=list)
 
     @property
     def radius(self) -> np.ndarray | None:
@@ -210,6 +220,11 @@ class PodFit:
         slip_report = None if self.slip is None else self.slip.as_dict()
         return save_pod_model(path, self._geometry(), prov, self.pod_tables(), summary, slip_report)
 
+    def offsets_identified(self) -> list[bool]:
+        """Per session, whether its drive identified its time offset (else it took the
+        others' median, or 0 s: :func:`fit_pods`)."""
+        return self.time_offset_identified or [True] * len(self.labels)
+
     def pod_tables(self) -> list[dict[str, Any]]:
         """Per-pod uncertainty and status entries for the model file and JSON."""
         sr = self.sigma_radius
@@ -248,10 +263,10 @@ class PodFit:
             "excited": self.excited,
             "design_singular_values": [float(v) for v in self.singular_values],
             "sessions": [
-                {"label": lab, "time_offset_s": off, "sigma_time_offset_s": sd}
-                for lab, off, sd in zip(
-                    self.labels, self.time_offsets_s, self.sigma_time_offsets_s, strict=True
-                )
+                {"label": lab, "time_offset_s": off, "sigma_time_offset_s": _f(sd),
+                 "time_offset_identified": ok}
+                for lab, off, sd, ok in zip(self.labels, self.time_offsets_s,
+                    self.sigma_time_offsets_s, self.offsets_identified(), strict=True)
             ],
             "n_intervals": self.n_intervals,
             "options": self.options,
@@ -316,14 +331,18 @@ def _fit_core(
     interval_s: float,
     heading: str,
     min_excitation: float,
+    fixed: Sequence[bool] = (),
 ) -> dict[str, Any]:
-    """Intervals of every drive, excitation, robust rows and their joint covariance."""
+    """Intervals of every drive, excitation, robust rows and their joint covariance (the
+    time offsets of the sessions ``fixed`` marks held, not estimated: no σ)."""
     parts = [
         intervals_with_rate(d, off, interval_s, heading)
         for d, off in zip(drives, offsets, strict=True)
     ]
     dn, xi, rate = (np.vstack([p[j] for p in parts]) for j in range(3))
     session = np.concatenate([np.full(p[0].shape[0], i) for i, p in enumerate(parts)])
+    held = np.flatnonzero(np.asarray(fixed, dtype=bool))
+    rate[np.isin(session, held)] = 0.0
     if dn.shape[0] < 10:
         raise FitError(
             f"only {dn.shape[0]} usable intervals of {interval_s} s; record longer drives "
@@ -364,7 +383,11 @@ def _fit_core(
         "sv": sv,
         "outliers": np.count_nonzero(weights == 0.0, axis=1),
         "rsig": rsig,
-        "offset_sigma": np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
+        "offset_sigma": np.where(
+            np.isin(np.arange(len(drives)), held),
+            np.nan,
+            np.sqrt(np.clip(np.diag(joint)[n_pods * k :], 0.0, None)),
+        ),
         "n_intervals": int(dn.shape[0]),
         "hac_lags": lags,
     }
@@ -394,20 +417,32 @@ def fit_pods(
         slip_window_s: window (s) of the slip-law fit against the IMU (:func:`_fit_slip`).
 
     Raises:
-        FitError: no usable intervals, or no translation at all.
+        FitError: no usable intervals, no translation at all, or drives with different
+            numbers of counters.
     """
     if not drives:
         raise FitError("no sessions to fit")
     if heading not in ("auto", "mocap", "imu"):
         raise FitError(f"heading must be 'auto', 'mocap' or 'imu', not {heading!r}")
+    layouts = [(d.label, d.counts.shape[1]) for d in drives]
+    if len({n for _, n in layouts}) > 1:
+        raise FitError("the sessions' encoder streams have different numbers of counters ("
+                       + ", ".join(f"{k}: {n}" for k, n in layouts)
+                       + "): one fit takes the drives of one robot")  # fmt: skip
     if heading == "auto":
         heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
-    offsets = [align_drive(d, interval_s) for d in drives]
-    core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
+    aligned = [align_drive_checked(d, interval_s) for d in drives]
+    found = [o for o, ok in aligned if ok]
+    # a drive no pod's counts follow (two parallel pods driven sideways) has no offset of
+    # its own: it takes the others' (one setup, one latency)
+    offsets = [o if ok else (float(np.median(found)) if found else 0.0) for o, ok in aligned]
+    fixed = [not ok for _, ok in aligned]
+    core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
+    still = _still_pods(core["rows"], core["cov"], core["excited"], drives)
     n_bounce = 0
-    if core["excited"].all() and any(d.imu_yaw is not None for d in drives):
+    if core["excited"].all() and not still and any(d.imu_yaw is not None for d in drives):
         # second pass: frames where a parallel pod bounced disagree with the IMU's Δθ;
         # drop the intervals holding them (a bounce only loses ticks, so the robust
         # loss alone leaves a one-sided bias in c)
@@ -420,7 +455,7 @@ def fit_pods(
         except FusionError:
             n_bounce = 0  # a first-pass W that cannot be inverted: keep the robust fit
         else:
-            core = _fit_core(drives, offsets, interval_s, heading, min_excitation)
+            core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
     rows, cov, excited, snr = core["rows"], core["cov"], core["excited"], core["snr"]
     n_pods = rows.shape[0]
     why = {
@@ -428,12 +463,16 @@ def fit_pods(
         f"energy, needs {min_excitation:g}×)"
         for j, a in enumerate(AXES)
     }
-    c, sc, phi, sphi, lev, slev, status = _derive(rows, cov, excited, why)
+    pod_names = next((d.names for d in drives if d.names), None)
+    pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
+    c, sc, phi, sphi, lev, slev, status = _derive(
+        rows, cov, excited, why,
+        {i: f"{pod_names[i]} did not roll in these drives ({msg}): a wheel off the floor "
+            "or an encoder not connected" for i, msg in still.items()},
+    )  # fmt: skip
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
-    pod_names = next((d.names for d in drives if d.names), None)
-    pod_names = tuple(pod_names) if pod_names else tuple(f"pod{i}" for i in range(n_pods))
     fit = PodFit(
         names=pod_names,
         c=c,
@@ -453,6 +492,7 @@ def fit_pods(
         time_offsets_s=offsets,
         sigma_time_offsets_s=[float(v) for v in core["offset_sigma"]],
         labels=[d.label for d in drives],
+        time_offset_identified=[not f for f in fixed],
         n_intervals=core["n_intervals"],
         outliers=core["outliers"],
         residual_sigma=core["rsig"],
@@ -489,15 +529,46 @@ def _fit_slip(
         return None, f"slip law not fitted: {exc}"
 
 
+def _still_pods(
+    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, drives: Sequence[Drive]
+) -> dict[int, str]:
+    """Pods that did not measurably roll, each with what shows it: its row (a, b, d) on the
+    excited directions (ticks per m, m, rad) within :data:`MIN_ROLL_SIGMA` standard errors
+    of 0, and the ticks its counter moved over all drives. (A sideways pod on forward
+    drives and spins rolls on the spins: its d is far from 0.)"""
+    cols = np.flatnonzero(excited)
+    out = {}
+    for i in range(rows.shape[0]):
+        ab = rows[i, cols]
+        C = cov[i][np.ix_(cols, cols)]
+        wald = float(ab @ np.linalg.pinv(C, hermitian=True) @ ab) if np.all(np.isfinite(C)) else 0.0
+        if np.sqrt(max(wald, 0.0)) < MIN_ROLL_SIGMA or not np.any(ab):
+            ticks = sum(int(np.abs(np.diff(d.counts[:, i])).sum()) for d in drives)
+            out[i] = (f"its counter moved {ticks} ticks in all, its row "
+                      f"{np.sqrt(max(wald, 0.0)):.3g} standard errors from 0, needs "
+                      f"{MIN_ROLL_SIGMA:g}")  # fmt: skip
+    return out
+
+
 def _derive(
-    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, why: dict[str, str]
+    rows: np.ndarray,
+    cov: np.ndarray,
+    excited: np.ndarray,
+    why: dict[str, str],
+    still: dict[int, str] | None = None,
 ) -> tuple[Any, ...]:
     """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod
-    (``why[axis]``: the reason an axis that was not excited gives)."""
+    (``why[axis]``: the reason an axis that was not excited gives; ``still[pod]``: the
+    reason every parameter of a pod that did not roll gives)."""
     n = rows.shape[0]
     out = {k: np.full(n, np.nan) for k in ("c", "sc", "phi", "sphi", "lev", "slev")}
     status = []
     for i in range(n):
+        if still and i in still:
+            reason = f"not identifiable: {still[i]}"
+            status.append(dict.fromkeys(("distance_per_tick", "rolling_angle", "lever_arm"),
+                                        reason))  # fmt: skip
+            continue
         a, b, d = (0.0 if not excited[j] else rows[i, j] for j in range(3))
         C = np.where(np.isfinite(cov[i]), cov[i], 0.0)
         if excited[0] and excited[1]:

@@ -16,7 +16,7 @@ from scipy.ndimage import median_filter
 
 from sensorbench.characterize.pods.drift_fit import MAX_TRIM_PASSES, TRIM, gamma_nnls, near_bounces
 from sensorbench.errors import FitError
-from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, pod_distances
+from sensorbench.fusion.odometry_drift import PodSlip, averaged_counts, frame_period, pod_distances
 from sensorbench.fusion.pod_drive import Drive
 from sensorbench.fusion.pod_kinematics import SLIP_TURN_KEY, PodGeometry, expected_frac_variance
 
@@ -120,7 +120,7 @@ def _windows(
     w_inv = np.linalg.pinv(w)
     g = w_inv[2]
     near = near_bounces(w, dn, imu)
-    frame = float(np.median(np.diff(drive.t_enc)))
+    frame = frame_period(drive.t_enc)
     smooth = averaged_counts(dn, drive.t_enc)
     rolled, dragged = pod_distances(w, smooth @ w_inv.T)
     m = max(1, round(window_s / max(frame, 1e-9)))
