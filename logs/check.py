@@ -16,7 +16,7 @@ import numpy as np
 
 from sensorbench.errors import OutputError, SessionError
 from sensorbench.logs.atomic_output import disk_error, link_no_clobber, same_file, temp_name
-from sensorbench.logs.batches import LidarTurns
+from sensorbench.logs.batches import EncoderBatch, LidarTurns
 from sensorbench.logs.h5_output import guarded_h5
 from sensorbench.logs.reader import (
     SUPERBLOCK_SWMR_WRITE,
@@ -241,6 +241,8 @@ def _check_stream(report: CheckReport, kind: str, key: str, g: h5py.Group) -> No
     report.errors += [str(p) for p in batch_problems(key, batch)]
     if isinstance(batch, LidarTurns):
         _point_reversals(report, key, batch.t_ns)
+    elif isinstance(batch, EncoderBatch):
+        _repeated_frames(report, key, batch)
 
 
 _STREAMS = {"lidar": LidarStream, "encoder": EncoderStream, "pose": PoseStream}
@@ -266,6 +268,20 @@ def _point_reversals(report: CheckReport, key: str, t: np.ndarray) -> None:
         report.warnings.append(
             f"{key}/t_ns: per-point time steps backwards {count} times in {t.size} points "
             f"(largest {largest * 1e3:.3f} ms)"
+        )
+
+
+def _repeated_frames(report: CheckReport, key: str, batch: EncoderBatch) -> None:
+    """A warning when encoder rows repeat the row before them (sequence number, device
+    time and counts): a frame stored twice, which the filters' input drops."""
+    same = (batch.seq[1:] == batch.seq[:-1]) & (batch.device_ns[1:] == batch.device_ns[:-1])
+    same &= np.all(batch.counts[1:] == batch.counts[:-1], axis=1)
+    count = int(np.count_nonzero(same))
+    if count:
+        report.warnings.append(
+            f"{key}: {count} of {len(batch)} frames repeat the frame before them (sequence "
+            f"number, device time and counts; the first at row {int(np.argmax(same)) + 1}): "
+            "stored twice, dropped by replay and the fits"
         )
 
 

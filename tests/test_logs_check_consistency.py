@@ -131,3 +131,19 @@ def test_check_counts_per_point_time_reversals(tmp_path) -> None:
     text = CliRunner().invoke(cli, ["check", str(path)]).output
     assert "per-point time steps backwards 3 times in 48 points (largest 4.900 ms)" in text
     assert np.count_nonzero(np.diff(t) < 0) == 3
+
+
+def test_check_warns_of_encoder_frames_stored_twice(tmp_path) -> None:
+    """A frame stored twice (every column of row 11 a copy of row 10) is a warning naming
+    the first repeat; the session stays usable (replay drops the repeat)."""
+    path = su.write_small_session(tmp_path / "s.h5")
+    code, doc = _check(path)
+    assert code == 0 and not any("repeat" in w for w in doc["warnings"]), doc["warnings"]
+    with h5py.File(path, "r+") as f:
+        for name, column in f["encoders/pods"].items():
+            if isinstance(column, h5py.Dataset) and column.shape and column.shape[0] > 11:
+                column[11] = column[10]
+    code, doc = _check(path)
+    assert code == 0, doc["errors"]
+    want = f"1 of {su.FRAMES} frames repeat the frame before them"
+    assert any(want in w and "row 11" in w for w in doc["warnings"]), doc["warnings"]
