@@ -140,7 +140,7 @@ def test_check_warns_of_encoder_frames_stored_twice(tmp_path) -> None:
     code, doc = _check(path)
     assert code == 0 and not any("repeat" in w for w in doc["warnings"]), doc["warnings"]
     with h5py.File(path, "r+") as f:
-        for name, column in f["encoders/pods"].items():
+        for column in f["encoders/pods"].values():
             if isinstance(column, h5py.Dataset) and column.shape and column.shape[0] > 11:
                 column[11] = column[10]
     code, doc = _check(path)
