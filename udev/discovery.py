@@ -158,15 +158,13 @@ def _driver(device: pyudev.Device) -> str | None:
     return device.driver or device.properties.get("DRIVER")
 
 
-def list_serial_devices(
-    context: pyudev.Context | None = None, usb_only: bool = False
-) -> list[SerialDevice]:
+def list_serial_devices(usb_only: bool = False) -> list[SerialDevice]:
     """Every hardware tty (``usb_only``: on USB) with its node, ``ID_PATH``, USB port path
     and identity, sorted by port path (USB first), then node; UdevError when udev cannot be
     queried."""
     try:
-        ctx = context if context is not None else pyudev.Context()
-        devices = [describe(d) for d in ctx.list_devices(subsystem="tty") if _is_hardware(d)]
+        tty = pyudev.Context().list_devices(subsystem="tty")
+        devices = [describe(d) for d in tty if _is_hardware(d)]
     except (OSError, ImportError) as exc:
         raise UdevError(
             f"cannot list tty devices through udev ({exc}); is /sys mounted and libudev installed?"
