@@ -33,22 +33,19 @@ def load_models(config: Any, pods_path: Path | None, noise_path: Path | None) ->
     return models
 
 
-def _refuse_unused_ros2_options(ctx: click.Context) -> None:
-    """UsageError for a --ros2-* option given without --ros2 (it would change nothing);
-    ``ROS_DOMAIN_ID`` in the environment is no such option."""
-    given = ["/".join(p.opts + p.secondary_opts) for p in ctx.command.params
-             if p.name and p.name.startswith("ros2_")
-             and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
-    if given:
-        raise click.UsageError(f"{', '.join(given)} without --ros2: nothing is published to ROS 2")
-
-
 def _ros2(ros2: bool, ros2_domain: int | None, ros2_odom_frame: str, ros2_base_frame: str,
         ros2_scan_frame: str | None, ros2_tf: bool) -> Any:
     """The ROS 2 node's options (a ``Ros2Options``), None without ``--ros2`` (then a
-    ``--ros2-*`` option given is a UsageError: it would change nothing)."""
+    ``--ros2-*`` option given on the command line is a UsageError: it would change nothing;
+    ``ROS_DOMAIN_ID`` in the environment is no such option)."""
     if not ros2:
-        _refuse_unused_ros2_options(click.get_current_context())
+        ctx = click.get_current_context()
+        given = ["/".join(p.opts + p.secondary_opts) for p in ctx.command.params
+                 if p.name and p.name.startswith("ros2_")
+                 and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)} without --ros2: nothing is published to ROS 2")
         return None
     from sensorbench.live.ros2 import Ros2Options
 
