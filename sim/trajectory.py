@@ -279,10 +279,8 @@ def build_trajectory(spec: dict, start: tuple[float, float, float]) -> Trajector
         last = np.array([v[0] for v in fig.world(np.array([fig.T]))[:3]])
     elif kind == "hold":
         segs.append(_Hold(p0, spec["hold_s"]))
-    elif kind == "waypoints":
+    else:  # waypoints (the schema admits only TRAJECTORY_KINDS)
         poses += [np.array([w[0], w[1], np.deg2rad(w[2])]) for w in spec["waypoints"]] * reps
-    else:
-        raise SimError(f"trajectory.kind: unknown kind {kind!r}")
     for a, b in itertools.pairwise(poses):  # driven through, rest to rest
         segs.append(_Move(a, b, lim))
         if spec["pause_s"] > 0:

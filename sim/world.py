@@ -71,12 +71,10 @@ class World:
         y = np.asarray(y, dtype=float)
         return (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
 
-    def raycast(
-        self, origins_xy: np.ndarray, angles_world_rad: np.ndarray, max_range_m: float = np.inf
-    ) -> np.ndarray:
+    def raycast(self, origins_xy: np.ndarray, angles_world_rad: np.ndarray) -> np.ndarray:
         """Ranges (K,) of K rays at world angles (K,) rad from one origin (2,) m or each from
-        its own (K, 2); ``inf`` marks no hit (or one beyond ``max_range_m``). A ray starting
-        exactly on a surface does not hit it (strictly positive distance)."""
+        its own (K, 2); ``inf`` marks no hit. A ray starting exactly on a surface does not
+        hit it (strictly positive distance)."""
         angles = np.asarray(angles_world_rad, dtype=float).ravel()
         origins = np.asarray(origins_xy, dtype=float).reshape(-1, 2)
         if len(origins) not in (1, len(angles)):
@@ -86,7 +84,6 @@ class World:
         for lo in range(0, len(angles), _CHUNK):
             hi = min(lo + _CHUNK, len(angles))
             out[lo:hi] = self._cast_chunk(origins[lo:hi], angles[lo:hi])
-        out[out > max_range_m] = np.inf
         return out
 
     def _cast_chunk(self, o: np.ndarray, ang: np.ndarray) -> np.ndarray:
