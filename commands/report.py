@@ -10,7 +10,7 @@ from sensorbench.cli import cli
 from sensorbench.commands import options as opt
 from sensorbench.commands.progress import progress_bar
 from sensorbench.json_doc import to_json
-from sensorbench.logs.atomic_output import check_output, force_option
+from sensorbench.logs.atomic_output import force_option
 
 
 @cli.command("report")
@@ -45,9 +45,6 @@ def report_cmd(sessions: tuple[Path, ...], out_dir: Path, models_dir: Path | Non
     from sensorbench.logs.check import refuse_unusable
     from sensorbench.report.build import ReportOptions, build_report
 
-    page = out_dir / "report.html"
-    if out_dir.is_dir():
-        check_output(page, force=force, inputs=sessions)
     refuse_unusable(sessions, "report")
     with progress_bar("report", enabled=not as_json) as bar:
         options = ReportOptions(
