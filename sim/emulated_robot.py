@@ -94,8 +94,6 @@ class EmulatedRobot:
             raise
         self._schedule.sort()
 
-    # -- lifecycle -------------------------------------------------------------------
-
     def start(self) -> EmulatedRobot:
         """Power everything on (LD19 and pods start streaming; A1s wait for a scan request)."""
         for em in self.devices.values():
@@ -134,8 +132,6 @@ class EmulatedRobot:
             if self._stop.is_set():
                 return
             apply_fault(self.devices[name], action, arg, self.speed)
-
-    # -- access ----------------------------------------------------------------------
 
     def link(self, name: str) -> str:
         """Stable path of device ``name``."""

@@ -278,8 +278,6 @@ class A1Emulator(PtyEmulator):
         ]
         return modes, 3
 
-    # -- public knobs --------------------------------------------------------------
-
     @property
     def motor_on(self) -> bool:
         """True while the motor spins: powered and DTR not asserted by a host."""
@@ -351,8 +349,6 @@ class A1Emulator(PtyEmulator):
         """Every node sent so far (a snapshot)."""
         with self._lock:
             return A1Truth.concat(list(self._truth))
-
-    # -- the device ----------------------------------------------------------------
 
     def _reboot(self, quiet_s: float) -> None:
         self._scan = None

@@ -141,8 +141,6 @@ class FirmwarePodEmulator(PtyEmulator):
         if auto_reset:
             self._lines = ModemLineChannel(self.port.path, self._on_dtr)
 
-    # -- lifecycle ---------------------------------------------------------------
-
     def start(self) -> FirmwarePodEmulator:
         """Power on: start the harness (the MCU boots and streams); returns self."""
         with self._lock:

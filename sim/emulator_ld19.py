@@ -292,8 +292,6 @@ class LD19Emulator(PtyEmulator):
         if autostart:
             self.start()
 
-    # -- public --------------------------------------------------------------------
-
     def start(self) -> LD19Emulator:
         """Power on and start streaming (after ``startup_s``)."""
         if self._thread is None:
@@ -329,8 +327,6 @@ class LD19Emulator(PtyEmulator):
         """Every packet encoded so far (a snapshot)."""
         with self._lock:
             return LD19Truth.concat(list(self._truth), POINTS_PER_PACKET)
-
-    # -- the device ------------------------------------------------------------------
 
     def _send_time(self, i: np.ndarray | int) -> np.ndarray:
         """Simulated send time of packet ``i`` (counting loops)."""

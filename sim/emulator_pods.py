@@ -140,8 +140,6 @@ class PodEmulator(PtyEmulator):
         self._next = 0
         self.finished = threading.Event()
 
-    # -- lifecycle ---------------------------------------------------------------
-
     def start(self) -> PodEmulator:
         """Start serving in a thread (the MCU powers on); returns self. A host that wants
         every frame opens the tty first (pyserial flushes input on open)."""
@@ -153,8 +151,6 @@ class PodEmulator(PtyEmulator):
         """Simulated seconds served per host second since the clock started (``speed`` if
         it kept up)."""
         return self.clock.achieved_speed(self._time_of(self._next))
-
-    # -- serving -----------------------------------------------------------------
 
     def _time_of(self, i: int) -> float:
         n = self._t.size

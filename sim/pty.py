@@ -109,8 +109,6 @@ class PtyPort:
         self._generation = 0
         self._open_pty()
 
-    # -- lifecycle -----------------------------------------------------------------
-
     def _open_pty(self) -> None:
         if self.link is not None:
             _check_link(self.link)
@@ -193,8 +191,6 @@ class PtyPort:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- state -------------------------------------------------------------------
-
     def stall(self, seconds: float) -> None:
         """Go silent for ``seconds`` (s): sent bytes are discarded, requests unanswered."""
         self._stalled_until = time.monotonic() + seconds
@@ -212,8 +208,6 @@ class PtyPort:
                 return None
             attrs = termios.tcgetattr(self._slave)
         return _BAUD_CONSTANTS.get(attrs[5])
-
-    # -- I/O ---------------------------------------------------------------------
 
     def _apply_faults(self, data: bytes) -> bytes:
         buf = np.frombuffer(data, dtype=np.uint8).copy()
