@@ -8,7 +8,8 @@ PoseStamped at 30 Hz, a 450-ray LaserScan at 10 Hz, JointState pod counts at 100
 the whole import (read, check, compose the TF chain map→base_link, write the
 session); the reference is rosbags reading the topics the import reads, each on its
 own (``messages(connections=[c])``) and deserializing every message — the fastest
-way rosbags offers, and the floor of any importer built on it. Both get one untimed
+way rosbags offers, and the floor of any importer that has rosbags decode every
+message (ours decodes messages of one layout as columns). Both get one untimed
 run, then 5 interleaved rounds in CPU seconds of this process (the session
 writer's thread included); the figure is the median of the per-round ratios
 reference/ours (target ≥ 0.8: the import costs at most 25 % above reading).

@@ -4,8 +4,9 @@ each ``--topic`` one stream, each ``--tf`` a pose stream composed from ``/tf`` a
 
 Each connection is read on its own (rosbags merging several re-decompresses a ROS 1
 chunk per message) and a topic's connections are merged by receive time afterwards.
-Messages are reduced to plain values at once, with the cyclic garbage collector paused
-while they pile up (they hold no cycles).
+Messages of one layout are decoded as numpy columns (:mod:`~sensorbench.logs.bag_columns`),
+the rest one by one and reduced to plain values at once, with the cyclic garbage collector
+paused while they pile up (they hold no cycles).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from sensorbench.errors import ImportFormatError
 from sensorbench.logs import rosbag_streams as rs
 from sensorbench.logs.atomic_output import regular_input
+from sensorbench.logs.bag_columns import Batched, columns
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.importers import (
     MAX_ABS_POSITION_M,
@@ -213,26 +215,60 @@ def _read_connection(
     recv: list[int] = []
     rows: list[list[Any]] = [[] for _ in fns]
     messages = reader.messages(connections=[conn])
+    at = 1  # the message being read or decoded (1-based), for errors
     try:
         while True:  # batches of _TICK messages, a progress report after each
-            before = len(recv)
+            before, raws = len(recv), []
             for _, t, raw in islice(messages, _TICK):
                 recv.append(t)
-                msg = deserialize(raw)
-                for fn, r in zip(fns, rows, strict=True):
-                    r.append(fn(t, msg))
+                raws.append(raw)
+                at += 1
             if len(recv) == before:
                 break
+            batch = recv[before:]
+            out, rest = _batched(reader, conn.msgtype, deserialize, fns, batch, raws)
+            for i in rest:
+                at = before + i + 1
+                msg = deserialize(raws[i])
+                for fn, o in zip(fns, out, strict=True):
+                    o[i] = fn(batch[i], msg)
+            for r, o in zip(rows, out, strict=True):
+                r += o
+            at = len(recv) + 1
             if tick is not None:
                 tick(len(recv))
     except ImportFormatError:
         raise
     except Exception as exc:  # rosbags raises assorted types on a corrupt message
         raise ImportFormatError(
-            f"{bag}:{conn.topic}:{len(recv) + 1}: cannot read the message "
-            f"({type(exc).__name__}: {exc})"
+            f"{bag}:{conn.topic}:{at}: cannot read the message ({type(exc).__name__}: {exc})"
         ) from None
     return recv, rows
+
+
+def _batched(
+    reader: Any, msgtype: str, deserialize: Callable[[Any], Any], fns: list[Extract],
+    recv: list[int], raws: list[bytes],
+) -> tuple[list[list[Any]], list[int]]:  # fmt: skip
+    """Per extract, its values of the messages ``raws`` that share a layout with others of
+    their length (:mod:`~sensorbench.logs.bag_columns`), when every extract is
+    :class:`Batched`; and the indices of the messages left to decode one by one."""
+    out: list[list[Any]] = [[None] * len(raws) for _ in fns]
+    if not all(isinstance(fn, Batched) for fn in fns):
+        return out, list(range(len(raws)))
+    lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+    rest: list[int] = []
+    for length in np.unique(lengths):
+        group = np.flatnonzero(lengths == length)
+        cols = columns(reader, msgtype, [raws[i] for i in group], deserialize)
+        if cols is None:
+            rest += group.tolist()
+            continue
+        t = np.array(recv, np.int64)[group]
+        for fn, o in zip(fns, out, strict=True):
+            for i, value in zip(group.tolist(), fn.many(t, cols), strict=True):  # type: ignore[attr-defined]
+                o[i] = value
+    return out, sorted(rest)
 
 
 @dataclass
@@ -366,12 +402,16 @@ def read_rosbag(
         )
         scans = any(types[s.topic] == SCAN_TYPE for s in topics)
         # chains need /tf and /tf_static, the lidars' mounts /tf_static
-        for topic in TF_TOPICS if tfs else ("/tf_static",) if scans else ():
-            if types.get(topic) in TF_TYPES:
-                use(topic, collector.extract(static=topic == "/tf_static"))
+        tf_uses = [
+            use(topic, collector.extract(static=topic == "/tf_static"))
+            for topic in (TF_TOPICS if tfs else ("/tf_static",) if scans else ())
+            if types.get(topic) in TF_TYPES
+        ]
         rows = read_topics(bag, reader, uses, progress)
     finally:
         reader.close()
+    for k in tf_uses:
+        collector.add(rows[k])
     tree = collector.tree(str(bag))
     out = BagImport()
     for s, k, extra in zip(topics, main, beside, strict=True):

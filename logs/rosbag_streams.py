@@ -9,12 +9,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs.bag_columns import Batched, Columns, value
 from sensorbench.logs.batches import EncoderBatch, Event, LidarTurns, PoseBatch
 from sensorbench.logs.import_times import order_times
 from sensorbench.logs.importers import Imported, _check_positions, _pose_imported
@@ -28,7 +30,6 @@ TIME_BASE = "ROS header stamps (ns since the Unix epoch)"
 _POSITION_COLUMNS = [(1, "position.x"), (2, "position.y"), (3, "position.z")]
 Extract = Callable[[int, Any], Any]
 """``extract(receive ns, message)``: the plain values kept of one message."""
-
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: messages read so far of ``total``."""
 POSE_TYPES = ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseStamped",
@@ -199,6 +200,17 @@ def _pose_row(header: Any, recv: int, p: Any, q: Any, child: str, *more: Any) ->
             child, *(more or (None, None)))  # fmt: skip
 
 
+def _pose_rows(c: Columns, recv: np.ndarray, at: str, p: str, q: str, child: str,
+               *more: Any) -> list:  # fmt: skip
+    """:func:`_pose_row` of every message of ``c``: the header at ``at``, the position at
+    ``p``, the orientation at ``q`` (paths)."""
+    nums = [c(f"{p}.{a}").tolist() for a in "xyz"] + [c(f"{q}.{a}").tolist() for a in "xyzw"]
+    n = len(recv)
+    return list(zip(c.stamp(f"{at}header.stamp").tolist(), recv.tolist(), *nums,
+                    repeat(value(c.first, f"{at}header.frame_id"), n), repeat(child, n),
+                    *(more or (repeat(None, n), repeat(None, n))), strict=True))  # fmt: skip
+
+
 def topic_extract(msgtype: str, child: str | None) -> Extract:
     """The extract of a ``--topic`` of type ``msgtype``: :func:`scan_extract`,
     :func:`count_extract`, or for a pose type rows ``(stamp, recv, x, y, z, qx, qy, qz, qw,
@@ -218,19 +230,44 @@ def topic_extract(msgtype: str, child: str | None) -> Extract:
             return [_pose_row(m.header, recv, pose.position, pose.orientation, child_id,
                               m.pose.covariance, twist)]  # fmt: skip
 
-        return covariant
+        def covariants(recv: np.ndarray, c: Columns) -> list:
+            twist = repeat(None, len(recv))
+            if odom:
+                v = [c(f"twist.twist.{s}.{a}").tolist() for s in ("linear", "angular")
+                     for a in "xyz"]  # fmt: skip
+                twist = zip(zip(*v, strict=True), c("twist.covariance"), strict=True)  # type: ignore[assignment]
+            child_id = c.first.child_frame_id if odom else ""
+            rows = _pose_rows(c, recv, "", "pose.pose.position", "pose.pose.orientation",
+                              child_id, c("pose.covariance"), twist)  # fmt: skip
+            return [[r] for r in rows]
+
+        return Batched(covariant, covariants)
     if msgtype == "geometry_msgs/msg/PoseStamped":
-        return lambda recv, m: [_pose_row(m.header, recv, m.pose.position, m.pose.orientation, "")]
+        return Batched(
+            lambda recv, m: [_pose_row(m.header, recv, m.pose.position, m.pose.orientation, "")],
+            lambda recv, c: [
+                [r] for r in _pose_rows(c, recv, "", "pose.position", "pose.orientation", "")
+            ],
+        )
+    single = msgtype == "geometry_msgs/msg/TransformStamped"
 
     def transforms(recv: int, m: Any) -> list:
         return [
             _pose_row(t.header, recv, t.transform.translation, t.transform.rotation,
                       t.child_frame_id)
-            for t in ([m] if msgtype == "geometry_msgs/msg/TransformStamped" else m.transforms)
+            for t in ([m] if single else m.transforms)
             if child is None or t.child_frame_id == child
         ]
 
-    return transforms
+    def transforms_many(recv: np.ndarray, c: Columns) -> list:
+        slots = [""] if single else [f"transforms.{k}." for k in range(len(c.first.transforms))]
+        named = [(s, value(c.first, f"{s}child_frame_id")) for s in slots]
+        rows = [_pose_rows(c, recv, s, f"{s}transform.translation", f"{s}transform.rotation",
+                           name)
+                for s, name in named if child is None or name == child]  # fmt: skip
+        return [list(r) for r in zip(*rows, strict=True)] if rows else [[] for _ in recv]
+
+    return Batched(transforms, transforms_many)
 
 
 def pose_stream(
@@ -404,9 +441,18 @@ def _scan_points(
     return np.mod(a_min + a_inc * i, _TWO_PI), t_pt, r_min, r_max
 
 
-def count_extract(recv: int, m: Any) -> tuple:
-    """``(stamp, joint names, positions, velocities)`` of one JointState."""
+def _count_one(recv: int, m: Any) -> tuple:
     return stamp_ns(m.header.stamp), m.name, m.position, m.velocity
+
+
+def _count_many(recv: np.ndarray, c: Columns) -> list:
+    names = repeat(c.first.name, len(recv))
+    stamps = c.stamp("header.stamp").tolist()
+    return list(zip(stamps, names, c("position"), c("velocity"), strict=True))
+
+
+count_extract = Batched(_count_one, _count_many)
+"""``(stamp, joint names, positions, velocities)`` of one JointState."""
 
 
 def count_stream(bag: Path, spec: TopicSpec, rows: list, duplicates: str) -> BagStream:

@@ -5,14 +5,15 @@ links up to the common ancestor (inverted) and down, dynamic ones interpolated a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
 from sensorbench.errors import ImportFormatError
+from sensorbench.logs.bag_columns import Batched, Columns
 from sensorbench.logs.importers import QUAT_NORM_TOLERANCE
 
 
@@ -224,25 +225,43 @@ class TfCollector:
         self._ids: dict[str, str] = {}
         """Frame id as the message spells it -> as compared (no leading ``/``)."""
 
-    def extract(self, static: bool) -> Callable[[int, Any], None]:
-        """``extract(receive ns, TFMessage)`` that adds every ``geometry_msgs/TransformStamped``
-        of the message (the receive time orders transforms of equal stamps, and static ones)."""
+    def _key(self, parent: str, child: str, static: bool) -> tuple[str, str, bool]:
         ids = self._ids
+        return (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
+                ids.get(child) or ids.setdefault(child, frame_id(child)), static)  # fmt: skip
 
-        def add(recv_ns: int, msg: Any) -> None:
+    def extract(self, static: bool) -> Batched:
+        """The extract of a TFMessage: ``(key, (stamp, receive ns, xyz, xyzw))`` of each of
+        its ``geometry_msgs/TransformStamped``, for :meth:`add`."""
+
+        def one(recv_ns: int, msg: Any) -> list:
+            rows = []
             for tr in msg.transforms:
-                s = tr.header.stamp
-                a, b = tr.transform.translation, tr.transform.rotation
-                parent, child = tr.header.frame_id, tr.child_frame_id
-                key = (ids.get(parent) or ids.setdefault(parent, frame_id(parent)),
-                       ids.get(child) or ids.setdefault(child, frame_id(child)),
-                       static)  # fmt: skip
+                s, a, b = tr.header.stamp, tr.transform.translation, tr.transform.rotation
+                key = self._key(tr.header.frame_id, tr.child_frame_id, static)
                 t_ns = s.sec * 1_000_000_000 + s.nanosec
-                self._rows.setdefault(key, []).append(
-                    (t_ns, recv_ns, (a.x, a.y, a.z), (b.x, b.y, b.z, b.w))
-                )
+                rows.append((key, (t_ns, recv_ns, (a.x, a.y, a.z), (b.x, b.y, b.z, b.w))))
+            return rows
 
-        return add
+        def many(recv: np.ndarray, c: Columns) -> list:
+            slots = []
+            for k, tr in enumerate(c.first.transforms):
+                at = f"transforms.{k}."
+                p, q = (zip(*(c(f"{at}transform.{v}.{a}").tolist() for a in axes), strict=True)
+                        for v, axes in (("translation", "xyz"), ("rotation", "xyzw")))  # fmt: skip
+                rows = zip(c.stamp(f"{at}header.stamp").tolist(), recv.tolist(), p, q, strict=True)
+                key = self._key(tr.header.frame_id, tr.child_frame_id, static)
+                slots.append(zip(repeat(key, len(recv)), rows, strict=True))
+            return [list(r) for r in zip(*slots, strict=True)] if slots else [[] for _ in recv]
+
+        return Batched(one, many)
+
+    def add(self, messages: list[list]) -> None:
+        """Add the transforms of :meth:`extract`'s rows, message by message (the receive
+        time orders transforms of equal stamps, and static ones)."""
+        for message in messages:
+            for key, row in message:
+                self._rows.setdefault(key, []).append(row)
 
     def tree(self, where: str) -> TfTree:
         """The tree of everything added; ``where`` (``BAG``) starts error messages.
