@@ -520,15 +520,21 @@ class A1Scanner(DeviceProtocol):
     def open_port(self, reopen: bool) -> A1Lidar:
         """Open the port through :class:`A1Lidar`, identify the unit, check its health and
         start the scan; after a reopen with a short deadline, the next turn flagged
-        ``AFTER_RECONNECT``."""
+        ``AFTER_RECONNECT``. A reopen that finds another unit (serial) on the port raises
+        DriverError: its turns would be recorded as this lidar's, placed by its mount."""
         lidar = self._connect()
         try:
             if reopen:
                 lidar.read_timeout_s = min(self.request_timeout_s, RECONNECT_PROBE_S)
                 try:
-                    self.info = lidar.get_info()
+                    info = lidar.get_info()
                 finally:
                     lidar.read_timeout_s = self.request_timeout_s
+                if self.info is not None and info.serial != self.info.serial:
+                    raise DriverError(f"A1 {self.link.port}: serial {info.serial} answers "
+                        f"after the unplug, not {self.info.serial}: another unit (front and "
+                        "rear swapped?); plug this lidar back into its own port")
+                self.info = info
                 self.health = lidar.ensure_healthy()
             else:
                 self._identify(check_health=True)

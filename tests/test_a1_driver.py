@@ -241,6 +241,29 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path, warm
         assert_turn_equals(after, i, ref_after[i])
 
 
+def test_a_different_unit_on_the_path_after_an_unplug_is_refused_not_recorded(tmp_path):
+    """Front and rear replugged into each other's ports (or a spare unit put in): the
+    unit that answers on the path is not the one the stream was started on, so its
+    turns would be recorded (and merged) with the other lidar's mount."""
+    link = tmp_path / "lidar_front"
+    events = []
+    other = A1Unit(serial="AB" * 16)
+    with A1Emulator(speed=4.0, link=str(link)) as front, A1Emulator(speed=4.0, unit=other) as rear:
+        sc = u.started_scanner(str(link), events)
+        collect(sc, 0.5)
+        first = sc.info.serial
+        front.unplug()
+        collect(sc, 0.2)
+        link.symlink_to(rear.path)  # the rear unit now answers on the front's path
+        turns = collect(sc, 1.5)
+        sc.close()
+    assert first == bytes(range(16)).hex().upper()
+    assert sc.link.unplugs == 1
+    assert sc.link.reconnects == 0 and turns.n_turns == 0
+    assert "reconnect" not in [e[1] for e in events]
+    assert "AB" * 16 in (sc.link.last_error or "") and first in sc.link.last_error
+
+
 def test_stall_gives_stale_event_then_resumes():
     events = []
     with A1Emulator(speed=4.0) as emu:
