@@ -168,15 +168,16 @@ class Ros2Publisher:
         capture starts, so a DDS that cannot start records nothing).
 
         Raises:
-            LiveError: Cyclone DDS cannot start (a bad ``CYCLONEDDS_URI``, no interface).
+            LiveError: Cyclone DDS cannot start (it does not import, a bad ``CYCLONEDDS_URI``,
+                no interface).
         """
-        from cyclonedds.domain import DomainParticipant
-        from cyclonedds.pub import DataWriter
-        from cyclonedds.topic import Topic
-
-        from sensorbench.live import ros2_msgs as m
-
         try:
+            from cyclonedds.domain import DomainParticipant
+            from cyclonedds.pub import DataWriter
+            from cyclonedds.topic import Topic
+
+            from sensorbench.live import ros2_msgs as m
+
             dp = self._participant = DomainParticipant(self.options.domain)
             topics = [("/odom", m.ODOMETRY, "odom"), ("/tf", m.TF_MESSAGE, "tf"),
                       ("/tf_static", m.TF_MESSAGE, "static"),

@@ -362,13 +362,18 @@ def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> No
     assert not out.exists()
 
 
-def test_a_dds_that_cannot_start_records_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("missing", ["configuration", "package"])
+def test_a_dds_that_cannot_start_records_nothing(tmp_path, missing) -> None:
+    """A bad CYCLONEDDS_URI, or no importable Cyclone DDS (its C library not loading):
+    exit 2 with the reason, no traceback, no file."""
     out = tmp_path / "s.h5"
     env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp_path / 'missing.xml'}"}
-    r = subprocess.run(
-        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
-             "--ros2", "-o", str(out), "--duration", "1"),
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+    cmd = _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+               "--ros2", "-o", str(out), "--duration", "1")  # fmt: skip
+    if missing == "package":
+        env = dict(os.environ)
+        cmd[2] = "import sys; sys.modules['cyclonedds'] = None; " + cmd[2]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 2 and "cannot start ROS 2 (Cyclone DDS)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
     assert not out.exists()
