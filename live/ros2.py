@@ -70,14 +70,19 @@ class Ros2Options:
 
 
 def _check_frames(o: Ros2Options, lidars: Iterable[str]) -> None:
-    """LiveError for frame ids that would make /tf a loop or put a scan in the wrong
-    frame: the odometry frame as the body's, a lidar's frame (its name: its scans are in
-    it, placed by /tf_static) for another, or the merged scan (measured from the body) in
-    the odometry frame."""
+    """LiveError for a lidar name that makes no ROS 2 topic name, and for frame ids that
+    would make /tf a loop or put a scan in the wrong frame: the odometry frame as the
+    body's, a lidar's frame (its name: its scans are in it, placed by /tf_static) for
+    another, or the merged scan (measured from the body) in the odometry frame."""
     if o.odom_frame == o.base_frame:
         raise LiveError(f"--ros2-odom-frame and --ros2-base-frame are both {o.odom_frame!r}: "
                         "odom -> body would place a frame in itself")
     names = set(lidars)
+    for name in names:
+        if "-" in name:  # robot.toml's names are letters, digits, _ and -; ROS 2's have no -
+            raise LiveError(f"lidar {name!r}: /{name}/scan is not a ROS 2 topic name (no '-' "
+                            "in ROS 2 names): rename the device in robot.toml, e.g. "
+                            f"{name.replace('-', '_')!r}")
     for option, frame in (("odom", o.odom_frame), ("base", o.base_frame),
                           ("scan", o.scan_frame)):  # fmt: skip
         if frame in names:

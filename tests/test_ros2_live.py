@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,10 +32,13 @@ import capture_util as cu
 import numpy as np
 import pytest
 
+from sensorbench.drivers.robot_config import Mount
+from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_times_ns
 from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
+from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.logs import Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
@@ -377,3 +381,20 @@ def test_a_dds_that_cannot_start_records_nothing(tmp_path, missing) -> None:
     assert r.returncode == 2 and "cannot start ROS 2 (Cyclone DDS)" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+# rcl's rule for a full topic name (rmw_validate_full_topic_name): "/"-separated tokens of
+# alphanumerics and "_", none empty or starting with a digit
+ROS_TOPIC = re.compile(r"(/[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+@pytest.mark.parametrize("name", ["lidar-front", "lidar_front"])
+def test_a_lidar_whose_scan_topic_ros_2_cannot_name_is_refused(name) -> None:
+    """robot.toml allows "-" in a device name, ROS 2 not in a topic name: rclcpp refuses to
+    subscribe to /lidar-front/scan, so it would be published where no node can read it."""
+    mounts = {name: Mount(0.2, 0.0, 0.0), "lidar_rear": Mount(-0.2, 0.0, math.pi)}
+    if ROS_TOPIC.fullmatch(f"/{name}/scan"):
+        Ros2Publisher(Ros2Options(), mounts, (0, 0), False, True)
+    else:
+        with pytest.raises(LiveError, match=f"lidar {name!r}: /{name}/scan is not a ROS 2"):
+            Ros2Publisher(Ros2Options(), mounts, (0, 0), False, True)
