@@ -263,12 +263,9 @@ class A1Lidar:
         as the SDK does (firmware >= 1.24)."""
 
         def u32(conf: int) -> int:
-            value = self.get_conf(conf, mode_id)
-            if len(value) < 4:
-                raise DeviceProtocolError(f"A1 {self.port}: conf 0x{conf:02x} is {value.hex()}")
-            return int.from_bytes(value[:4], "little")
+            return int.from_bytes(self.get_conf(conf, mode_id)[:4], "little")
 
-        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
+        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id)
         return proto.ScanMode(mode_id, name.decode("ascii"),
             u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
             float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
+from sensorbench.drivers.a1_protocol import ScanMode
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError
@@ -437,6 +438,42 @@ def test_start_recovers_once_from_a_descriptor_error():
         lid.disconnect()
     finally:
         dev.close()
+
+
+CONF_VALUES = {0x7F: b"Standard\0", 0x71: (508 << 8).to_bytes(4, "little"),
+               0x74: (12 << 8).to_bytes(4, "little"), 0x75: b"\x81"}  # fmt: skip
+
+
+class ConfDevice(ScriptedDevice):
+    """A firmware >= 1.24 unit on a real pty answering GET_LIDAR_CONF for mode 0 (the
+    A1M8's Standard: 508 us, 12 m, nodes), each entry damaged the first time it is asked:
+    the name with a byte's top bit flipped, the others cut after the echoed type."""
+
+
+    def _run(self) -> None:
+        asked: set[int] = set()
+        while not self._stop.is_set():
+            data = self.port.recv(0.01)
+            while (at := data.find(b"\xa5\x84")) >= 0 and len(data) >= at + 9:
+                conf = int.from_bytes(data[at + 3 : at + 7], "little")
+                value = CONF_VALUES[conf]
+                if conf not in asked:
+                    value = b"Stan\xe4ard\0" if conf == 0x7F else b""
+                asked.add(conf)
+                data = data[at + 9 :]
+                answer = conf.to_bytes(4, "little") + value
+                self.port.send(bytes([0xA5, 0x5A, len(answer), 0, 0, 0, 0x20]) + answer)
+
+
+def test_a_damaged_scan_mode_answer_is_asked_again_not_a_crash():
+    dev = ConfDevice()
+    try:
+        lid = A1Lidar(dev.port.path, read_timeout_s=0.3)
+        mode = lid.scan_mode(0)
+        lid.disconnect()
+    finally:
+        dev.close()
+    assert mode == ScanMode(0, "Standard", 508.0, 12.0, 0x81)
 
 
 def test_wrong_device_is_refused_within_the_deadlines():
