@@ -585,9 +585,14 @@ class A1Scanner(DeviceProtocol):
         self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def restart(self) -> None:
-        """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
+        """Stop, clear input, reconnect, check health, restart the scan (the cure for a
+        stalled unit): a unit browned out into health error (protection stop) ignores SCAN
+        until a RESET, which the health check sends."""
+        lidar = self._lidar()
         try:
-            self._lidar().recover(restart=True)
+            lidar.recover(restart=False)
+            self.health = lidar.ensure_healthy()
+            lidar.start(lidar.express_mode)
         finally:
             self.reset()
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
+from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import ScanMode
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
@@ -293,6 +294,26 @@ def test_long_silence_restarts_the_scan():
         scans = emu.requests.count(0x20)
     assert sc.link.restarts >= 1 and scans >= 2
     assert turns.n_turns > 0
+
+
+def test_a_unit_browned_out_into_protection_stop_mid_scan_is_reset_and_scans_again():
+    """Another motor's inrush on the bus (a replugged A1) puts a scanning unit in health
+    error: it stops and ignores SCAN until a RESET (Slamtec's protection stop), so a
+    restart that only sends STOP and SCAN leaves it dead for the rest of the run."""
+    events = []
+    with A1Emulator(speed=4.0) as emu:
+        sc = u.started_scanner(
+            emu.path, events, read_timeout_s=0.3, stale_after_s=0.1, restart_after_s=0.3
+        )
+        collect(sc, 0.3)
+        emu.brown_out("error", 0x8002, 0.0)
+        collect(sc, 3.0)
+        turns = collect(sc, 1.0)
+        sc.close()
+        resets = emu.requests.count(proto.CMD_RESET)
+    assert sc.link.restarts >= 1 and resets == 1
+    assert turns.n_turns >= 2  # at 4x, 1 s is about 20 turns
+    assert any("0x8002" in e[2] for e in events)
 
 
 def test_corruption_flags_turns_and_keeps_the_rest_exact():
