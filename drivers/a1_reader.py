@@ -587,14 +587,15 @@ class A1Scanner(DeviceProtocol):
     def restart(self) -> None:
         """Stop, clear input, reconnect, check health, restart the scan (the cure for a
         stalled unit): a unit browned out into health error (protection stop) ignores SCAN
-        until a RESET, which the health check sends."""
+        until a RESET, which the health check sends. Once the new scan runs, the turn the
+        stall cut is emitted (``PACKET_LOSS``), as at an unplug; until then nodes that
+        still come continue it."""
         lidar = self._lidar()
-        try:
-            lidar.recover(restart=False)
-            self.health = lidar.ensure_healthy()
-            lidar.start(lidar.express_mode)
-        finally:
-            self.reset()
+        lidar.recover(restart=False)
+        self.health = lidar.ensure_healthy()
+        lidar.start(lidar.express_mode)
+        self._emit_turns(self.assembler.flush())
+        self.reset()
 
     def start_note(self) -> str | None:
         """Model, firmware, hardware and serial of the unit, for the ``start`` event."""

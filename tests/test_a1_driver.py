@@ -316,6 +316,28 @@ def test_a_unit_browned_out_into_protection_stop_mid_scan_is_reset_and_scans_aga
     assert any("0x8002" in e[2] for e in events)
 
 
+def test_the_turn_a_silence_cut_is_kept_flagged_when_the_scan_restarts():
+    """The scan stops mid-turn (a brown-out) and is restarted after the silence: the
+    nodes of the cut turn that reached the host are stored, flagged PACKET_LOSS, as at
+    an unplug, not dropped with the restart."""
+    with A1Emulator(speed=4.0) as emu:
+        sc = u.started_scanner(
+            emu.path, read_timeout_s=0.3, stale_after_s=0.1, restart_after_s=0.3
+        )
+        before = collect(sc, 0.5)
+        emu.brown_out("error", 0x8002, 0.0)
+        truth = emu.truth()
+        turns = LidarTurns.concat([before, collect(sc, 2.0)])
+        sc.close()
+    assert sc.link.restarts == 1
+    got = truth.select(truth.delivered)
+    last = np.flatnonzero(got.start)[-1]
+    cut = np.flatnonzero(turns.flags == TurnFlag.PACKET_LOSS)
+    assert cut.size == 1 and got.start[last + 1 :].size > 0
+    assert_turn_equals(turns, int(cut[0]), (got.quality[last:], got.angle_q6[last:],
+                                            got.dist_q2[last:]))  # fmt: skip
+
+
 def test_corruption_flags_turns_and_keeps_the_rest_exact():
     """A corrupted byte breaks a node's S/!S pair, check bit or angle range only with
     probability about 0.24 (measured over single-byte hits on the room stream), so the
