@@ -285,6 +285,9 @@ class Ros2Publisher:
 
     def _static(self) -> None:
         mounts = [(name, (m.x_m, m.y_m, m.yaw_rad)) for name, m in self.mounts.items()]
+        scan = self.options.scan_frame
+        if self.has_merge and scan not in (None, self.options.base_frame):
+            mounts.append((scan, (0.0, 0.0, 0.0)))  # /scan is measured from the body's origin
         if mounts:
             stamp = self._stamp(time.monotonic_ns())
             self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))

@@ -398,3 +398,29 @@ def test_a_lidar_whose_scan_topic_ros_2_cannot_name_is_refused(name) -> None:
     else:
         with pytest.raises(LiveError, match=f"lidar {name!r}: /{name}/scan is not a ROS 2"):
             Ros2Publisher(Ros2Options(), mounts, (0, 0), False, True)
+
+
+class _Written(Ros2Publisher):
+    """The publisher's messages as written (topic, CDR), without a DDS domain."""
+
+    def _write(self, topic: str, cdr: bytes) -> None:
+        self.written = [*getattr(self, "written", []), (topic, cdr)]
+
+
+def test_a_named_scan_frame_is_placed_on_the_body_by_tf_static() -> None:
+    """The merged /scan is measured from the body's origin; published in another frame
+    (--ros2-scan-frame) it needs that frame on the tf tree, or no consumer can place it."""
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    mounts = {"lidar_front": Mount(0.2, 0.0, 0.0), "lidar_rear": Mount(-0.2, 0.0, math.pi)}
+    pub = _Written(Ros2Options(scan_frame="laser"), mounts, (0, 0), False, True)
+    pub._static()
+    ((topic, cdr),) = pub.written
+    msg = store.deserialize_cdr(cdr, "tf2_msgs/msg/TFMessage")
+    placed = {t.child_frame_id: t for t in msg.transforms}
+    assert topic == "/tf_static" and set(placed) == {"lidar_front", "lidar_rear", "laser"}
+    laser = placed["laser"]
+    assert laser.header.frame_id == "base_link"
+    v, q = laser.transform.translation, laser.transform.rotation
+    assert (v.x, v.y, v.z, q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
