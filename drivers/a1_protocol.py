@@ -109,12 +109,24 @@ def conf_request(conf_type: int, mode_id: int | None = None) -> bytes:
     return payload_request(CMD_GET_LIDAR_CONF, payload)
 
 
+CONF_SIZES = {CONF_SCAN_MODE_COUNT: 2, CONF_SCAN_MODE_US_PER_SAMPLE: 4,
+              CONF_SCAN_MODE_MAX_DISTANCE: 4, CONF_SCAN_MODE_ANS_TYPE: 1,
+              CONF_SCAN_MODE_TYPICAL: 2}  # fmt: skip
+"""Bytes of each GET_LIDAR_CONF value (a name: ASCII text up to a NUL, any length)."""
+
+
 def conf_value(conf_type: int, answer: bytes) -> bytes:
-    """The value of a GET_LIDAR_CONF answer (its first 4 bytes echo the type asked);
-    ValueError if it answers another type."""
-    if len(answer) < 4 or int.from_bytes(answer[:4], "little") != conf_type:
+    """The value of a GET_LIDAR_CONF answer (its first 4 bytes echo the type asked), a
+    name's text before its NUL; ValueError if it answers another type, is cut short or
+    names a mode in other than ASCII (the answer carries no checksum)."""
+    value = answer[4:]
+    name = conf_type == CONF_SCAN_MODE_NAME
+    if name:
+        value = value.split(b"\0")[0]
+    if (len(answer) < 4 or int.from_bytes(answer[:4], "little") != conf_type
+            or len(value) < CONF_SIZES.get(conf_type, 0) or (name and not value.isascii())):
         raise ValueError(f"GET_LIDAR_CONF 0x{conf_type:02x} answered {answer.hex(' ')}")
-    return answer[4:]
+    return value
 
 
 @dataclass(frozen=True)

@@ -263,12 +263,9 @@ class A1Lidar:
         as the SDK does (firmware >= 1.24)."""
 
         def u32(conf: int) -> int:
-            value = self.get_conf(conf, mode_id)
-            if len(value) < 4:
-                raise DeviceProtocolError(f"A1 {self.port}: conf 0x{conf:02x} is {value.hex()}")
-            return int.from_bytes(value[:4], "little")
+            return int.from_bytes(self.get_conf(conf, mode_id)[:4], "little")
 
-        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id).split(b"\0")[0]
+        name = self.get_conf(proto.CONF_SCAN_MODE_NAME, mode_id)
         return proto.ScanMode(mode_id, name.decode("ascii"),
             u32(proto.CONF_SCAN_MODE_US_PER_SAMPLE) / 256.0,
             float(u32(proto.CONF_SCAN_MODE_MAX_DISTANCE) >> 8),
@@ -520,15 +517,21 @@ class A1Scanner(DeviceProtocol):
     def open_port(self, reopen: bool) -> A1Lidar:
         """Open the port through :class:`A1Lidar`, identify the unit, check its health and
         start the scan; after a reopen with a short deadline, the next turn flagged
-        ``AFTER_RECONNECT``."""
+        ``AFTER_RECONNECT``. A reopen that finds another unit (serial) on the port raises
+        DriverError: its turns would be recorded as this lidar's, placed by its mount."""
         lidar = self._connect()
         try:
             if reopen:
                 lidar.read_timeout_s = min(self.request_timeout_s, RECONNECT_PROBE_S)
                 try:
-                    self.info = lidar.get_info()
+                    info = lidar.get_info()
                 finally:
                     lidar.read_timeout_s = self.request_timeout_s
+                if self.info is not None and info.serial != self.info.serial:
+                    raise DriverError(f"A1 {self.link.port}: serial {info.serial} answers "
+                        f"after the unplug, not {self.info.serial}: another unit (front and "
+                        "rear swapped?); plug this lidar back into its own port")
+                self.info = info
                 self.health = lidar.ensure_healthy()
             else:
                 self._identify(check_health=True)
@@ -582,11 +585,17 @@ class A1Scanner(DeviceProtocol):
         self.assembler.reset(mode=mode, sample_us=0 if rate is None else rate.sample_us(mode))
 
     def restart(self) -> None:
-        """Stop, clear input, reconnect, restart the scan (the cure for a stalled unit)."""
-        try:
-            self._lidar().recover(restart=True)
-        finally:
-            self.reset()
+        """Stop, clear input, reconnect, check health, restart the scan (the cure for a
+        stalled unit): a unit browned out into health error (protection stop) ignores SCAN
+        until a RESET, which the health check sends. Once the new scan runs, the turn the
+        stall cut is emitted (``PACKET_LOSS``), as at an unplug; until then nodes that
+        still come continue it."""
+        lidar = self._lidar()
+        lidar.recover(restart=False)
+        self.health = lidar.ensure_healthy()
+        lidar.start(lidar.express_mode)
+        self._emit_turns(self.assembler.flush())
+        self.reset()
 
     def start_note(self) -> str | None:
         """Model, firmware, hardware and serial of the unit, for the ``start`` event."""

@@ -70,14 +70,19 @@ class Ros2Options:
 
 
 def _check_frames(o: Ros2Options, lidars: Iterable[str]) -> None:
-    """LiveError for frame ids that would make /tf a loop or put a scan in the wrong
-    frame: the odometry frame as the body's, a lidar's frame (its name: its scans are in
-    it, placed by /tf_static) for another, or the merged scan (measured from the body) in
-    the odometry frame."""
+    """LiveError for a lidar name that makes no ROS 2 topic name, and for frame ids that
+    would make /tf a loop or put a scan in the wrong frame: the odometry frame as the
+    body's, a lidar's frame (its name: its scans are in it, placed by /tf_static) for
+    another, or the merged scan (measured from the body) in the odometry frame."""
     if o.odom_frame == o.base_frame:
         raise LiveError(f"--ros2-odom-frame and --ros2-base-frame are both {o.odom_frame!r}: "
                         "odom -> body would place a frame in itself")
     names = set(lidars)
+    for name in names:
+        if "-" in name:  # robot.toml's names are letters, digits, _ and -; ROS 2's have no -
+            raise LiveError(f"lidar {name!r}: /{name}/scan is not a ROS 2 topic name (no '-' "
+                            "in ROS 2 names): rename the device in robot.toml, e.g. "
+                            f"{name.replace('-', '_')!r}")
     for option, frame in (("odom", o.odom_frame), ("base", o.base_frame),
                           ("scan", o.scan_frame)):  # fmt: skip
         if frame in names:
@@ -168,15 +173,16 @@ class Ros2Publisher:
         capture starts, so a DDS that cannot start records nothing).
 
         Raises:
-            LiveError: Cyclone DDS cannot start (a bad ``CYCLONEDDS_URI``, no interface).
+            LiveError: Cyclone DDS cannot start (it does not import, a bad ``CYCLONEDDS_URI``,
+                no interface).
         """
-        from cyclonedds.domain import DomainParticipant
-        from cyclonedds.pub import DataWriter
-        from cyclonedds.topic import Topic
-
-        from sensorbench.live import ros2_msgs as m
-
         try:
+            from cyclonedds.domain import DomainParticipant
+            from cyclonedds.pub import DataWriter
+            from cyclonedds.topic import Topic
+
+            from sensorbench.live import ros2_msgs as m
+
             dp = self._participant = DomainParticipant(self.options.domain)
             topics = [("/odom", m.ODOMETRY, "odom"), ("/tf", m.TF_MESSAGE, "tf"),
                       ("/tf_static", m.TF_MESSAGE, "static"),
@@ -279,6 +285,9 @@ class Ros2Publisher:
 
     def _static(self) -> None:
         mounts = [(name, (m.x_m, m.y_m, m.yaw_rad)) for name, m in self.mounts.items()]
+        scan = self.options.scan_frame
+        if self.has_merge and scan not in (None, self.options.base_frame):
+            mounts.append((scan, (0.0, 0.0, 0.0)))  # /scan is measured from the body's origin
         if mounts:
             stamp = self._stamp(time.monotonic_ns())
             self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from timing_util import SLACK_S
 
+from sensorbench.drivers import a1_protocol as proto
+from sensorbench.drivers.a1_protocol import ScanMode
 from sensorbench.drivers.a1_reader import A1Lidar, A1Scanner
 from sensorbench.drivers.a1_turns import A1Turns
 from sensorbench.errors import DriverError
@@ -241,6 +243,29 @@ def test_unplug_mid_scan_reconnects_with_events_and_loses_no_turn(tmp_path, warm
         assert_turn_equals(after, i, ref_after[i])
 
 
+def test_a_different_unit_on_the_path_after_an_unplug_is_refused_not_recorded(tmp_path):
+    """Front and rear replugged into each other's ports (or a spare unit put in): the
+    unit that answers on the path is not the one the stream was started on, so its
+    turns would be recorded (and merged) with the other lidar's mount."""
+    link = tmp_path / "lidar_front"
+    events = []
+    other = A1Unit(serial="AB" * 16)
+    with A1Emulator(speed=4.0, link=str(link)) as front, A1Emulator(speed=4.0, unit=other) as rear:
+        sc = u.started_scanner(str(link), events)
+        collect(sc, 0.5)
+        first = sc.info.serial
+        front.unplug()
+        collect(sc, 0.2)
+        link.symlink_to(rear.path)  # the rear unit now answers on the front's path
+        turns = collect(sc, 1.5)
+        sc.close()
+    assert first == bytes(range(16)).hex().upper()
+    assert sc.link.unplugs == 1
+    assert sc.link.reconnects == 0 and turns.n_turns == 0
+    assert "reconnect" not in [e[1] for e in events]
+    assert "AB" * 16 in (sc.link.last_error or "") and first in sc.link.last_error
+
+
 def test_stall_gives_stale_event_then_resumes():
     events = []
     with A1Emulator(speed=4.0) as emu:
@@ -269,6 +294,48 @@ def test_long_silence_restarts_the_scan():
         scans = emu.requests.count(0x20)
     assert sc.link.restarts >= 1 and scans >= 2
     assert turns.n_turns > 0
+
+
+def test_a_unit_browned_out_into_protection_stop_mid_scan_is_reset_and_scans_again():
+    """Another motor's inrush on the bus (a replugged A1) puts a scanning unit in health
+    error: it stops and ignores SCAN until a RESET (Slamtec's protection stop), so a
+    restart that only sends STOP and SCAN leaves it dead for the rest of the run."""
+    events = []
+    with A1Emulator(speed=4.0) as emu:
+        sc = u.started_scanner(
+            emu.path, events, read_timeout_s=0.3, stale_after_s=0.1, restart_after_s=0.3
+        )
+        collect(sc, 0.3)
+        emu.brown_out("error", 0x8002, 0.0)
+        collect(sc, 3.0)
+        turns = collect(sc, 1.0)
+        sc.close()
+        resets = emu.requests.count(proto.CMD_RESET)
+    assert sc.link.restarts >= 1 and resets == 1
+    assert turns.n_turns >= 2  # at 4x, 1 s is about 20 turns
+    assert any("0x8002" in e[2] for e in events)
+
+
+def test_the_turn_a_silence_cut_is_kept_flagged_when_the_scan_restarts():
+    """The scan stops mid-turn (a brown-out) and is restarted after the silence: the
+    nodes of the cut turn that reached the host are stored, flagged PACKET_LOSS, as at
+    an unplug, not dropped with the restart."""
+    with A1Emulator(speed=4.0) as emu:
+        sc = u.started_scanner(
+            emu.path, read_timeout_s=0.3, stale_after_s=0.1, restart_after_s=0.3
+        )
+        before = collect(sc, 0.5)
+        emu.brown_out("error", 0x8002, 0.0)
+        truth = emu.truth()
+        turns = LidarTurns.concat([before, collect(sc, 2.0)])
+        sc.close()
+    assert sc.link.restarts == 1
+    got = truth.select(truth.delivered)
+    last = np.flatnonzero(got.start)[-1]
+    cut = np.flatnonzero(turns.flags == TurnFlag.PACKET_LOSS)
+    assert cut.size == 1 and got.start[last + 1 :].size > 0
+    assert_turn_equals(turns, int(cut[0]), (got.quality[last:], got.angle_q6[last:],
+                                            got.dist_q2[last:]))  # fmt: skip
 
 
 def test_corruption_flags_turns_and_keeps_the_rest_exact():
@@ -414,6 +481,42 @@ def test_start_recovers_once_from_a_descriptor_error():
         lid.disconnect()
     finally:
         dev.close()
+
+
+CONF_VALUES = {0x7F: b"Standard\0", 0x71: (508 << 8).to_bytes(4, "little"),
+               0x74: (12 << 8).to_bytes(4, "little"), 0x75: b"\x81"}  # fmt: skip
+
+
+class ConfDevice(ScriptedDevice):
+    """A firmware >= 1.24 unit on a real pty answering GET_LIDAR_CONF for mode 0 (the
+    A1M8's Standard: 508 us, 12 m, nodes), each entry damaged the first time it is asked:
+    the name with a byte's top bit flipped, the others cut after the echoed type."""
+
+
+    def _run(self) -> None:
+        asked: set[int] = set()
+        while not self._stop.is_set():
+            data = self.port.recv(0.01)
+            while (at := data.find(b"\xa5\x84")) >= 0 and len(data) >= at + 9:
+                conf = int.from_bytes(data[at + 3 : at + 7], "little")
+                value = CONF_VALUES[conf]
+                if conf not in asked:
+                    value = b"Stan\xe4ard\0" if conf == 0x7F else b""
+                asked.add(conf)
+                data = data[at + 9 :]
+                answer = conf.to_bytes(4, "little") + value
+                self.port.send(bytes([0xA5, 0x5A, len(answer), 0, 0, 0, 0x20]) + answer)
+
+
+def test_a_damaged_scan_mode_answer_is_asked_again_not_a_crash():
+    dev = ConfDevice()
+    try:
+        lid = A1Lidar(dev.port.path, read_timeout_s=0.3)
+        mode = lid.scan_mode(0)
+        lid.disconnect()
+    finally:
+        dev.close()
+    assert mode == ScanMode(0, "Standard", 508.0, 12.0, 0x81)
 
 
 def test_wrong_device_is_refused_within_the_deadlines():

@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,10 +32,13 @@ import capture_util as cu
 import numpy as np
 import pytest
 
+from sensorbench.drivers.robot_config import Mount
+from sensorbench.errors import LiveError
 from sensorbench.fusion.estimate_stream import estimate_times_ns
 from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
+from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
 from sensorbench.logs import Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
@@ -362,13 +366,61 @@ def test_bad_ros2_options_exit_2_before_recording(tmp_path, args, message) -> No
     assert not out.exists()
 
 
-def test_a_dds_that_cannot_start_records_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("missing", ["configuration", "package"])
+def test_a_dds_that_cannot_start_records_nothing(tmp_path, missing) -> None:
+    """A bad CYCLONEDDS_URI, or no importable Cyclone DDS (its C library not loading):
+    exit 2 with the reason, no traceback, no file."""
     out = tmp_path / "s.h5"
     env = {**os.environ, "CYCLONEDDS_URI": f"file://{tmp_path / 'missing.xml'}"}
-    r = subprocess.run(
-        _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
-             "--ros2", "-o", str(out), "--duration", "1"),
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+    cmd = _cli("live", "--config", str(cu.EMULATED_CONFIG), "--run-dir", str(tmp_path / "run"),
+               "--ros2", "-o", str(out), "--duration", "1")  # fmt: skip
+    if missing == "package":
+        env = dict(os.environ)
+        cmd[2] = "import sys; sys.modules['cyclonedds'] = None; " + cmd[2]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 2 and "cannot start ROS 2 (Cyclone DDS)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+# rcl's rule for a full topic name (rmw_validate_full_topic_name): "/"-separated tokens of
+# alphanumerics and "_", none empty or starting with a digit
+ROS_TOPIC = re.compile(r"(/[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+@pytest.mark.parametrize("name", ["lidar-front", "lidar_front"])
+def test_a_lidar_whose_scan_topic_ros_2_cannot_name_is_refused(name) -> None:
+    """robot.toml allows "-" in a device name, ROS 2 not in a topic name: rclcpp refuses to
+    subscribe to /lidar-front/scan, so it would be published where no node can read it."""
+    mounts = {name: Mount(0.2, 0.0, 0.0), "lidar_rear": Mount(-0.2, 0.0, math.pi)}
+    if ROS_TOPIC.fullmatch(f"/{name}/scan"):
+        Ros2Publisher(Ros2Options(), mounts, (0, 0), False, True)
+    else:
+        with pytest.raises(LiveError, match=f"lidar {name!r}: /{name}/scan is not a ROS 2"):
+            Ros2Publisher(Ros2Options(), mounts, (0, 0), False, True)
+
+
+class _Written(Ros2Publisher):
+    """The publisher's messages as written (topic, CDR), without a DDS domain."""
+
+    def _write(self, topic: str, cdr: bytes) -> None:
+        self.written = [*getattr(self, "written", []), (topic, cdr)]
+
+
+def test_a_named_scan_frame_is_placed_on_the_body_by_tf_static() -> None:
+    """The merged /scan is measured from the body's origin; published in another frame
+    (--ros2-scan-frame) it needs that frame on the tf tree, or no consumer can place it."""
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    mounts = {"lidar_front": Mount(0.2, 0.0, 0.0), "lidar_rear": Mount(-0.2, 0.0, math.pi)}
+    pub = _Written(Ros2Options(scan_frame="laser"), mounts, (0, 0), False, True)
+    pub._static()
+    ((topic, cdr),) = pub.written
+    msg = store.deserialize_cdr(cdr, "tf2_msgs/msg/TFMessage")
+    placed = {t.child_frame_id: t for t in msg.transforms}
+    assert topic == "/tf_static" and set(placed) == {"lidar_front", "lidar_rear", "laser"}
+    laser = placed["laser"]
+    assert laser.header.frame_id == "base_link"
+    v, q = laser.transform.translation, laser.transform.rotation
+    assert (v.x, v.y, v.z, q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
