@@ -409,3 +409,21 @@ def test_a_merge_that_fails_is_an_event_and_makes_live_exit_1() -> None:
     runtime.merge = worker
     assert live_failures(result, runtime) == (  # type: ignore[arg-type]
         1, ["live-merge: ValueError('a turn it cannot take')"])
+
+
+def test_a_merge_that_fails_at_its_final_flush_still_stops_at_once() -> None:
+    """The flush at the stop raising (the writer failed: a full disk) left the thread
+    waiting on its inbox for good: the stop took its whole deadline and reported a hang
+    instead of the failure."""
+
+    class FailingFlush:
+        def flush(self) -> LidarTurns:
+            raise OSError(28, "No space left on device")
+
+    worker = MergeWorker("front", "rear", MergeSetup(Mount(0, 0, 0), Mount(0, 0, 0)), print)
+    worker.merger = FailingFlush()  # type: ignore[assignment]
+    worker.start(None)  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    worker.stop(timeout_s=5.0)
+    assert time.monotonic() - t0 < 2.5  # half the deadline: the join, not the timeout
+    assert worker.last_error == "live-merge: OSError(28, 'No space left on device')"
