@@ -151,6 +151,35 @@ def test_threads_get_kernel_names_after_their_device() -> None:
         t.join(5)
 
 
+_CHURN = """
+import threading, time
+from sensorbench.live.threads import name_os_threads
+stop = threading.Event()
+def churn():
+    while not stop.is_set():
+        ts = [threading.Thread(target=time.sleep, args=(0.001 * (i % 3),)) for i in range(20)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+for _ in range(3):
+    threading.Thread(target=churn, daemon=True).start()
+end = time.monotonic() + 3.0
+while time.monotonic() < end:
+    name_os_threads()
+stop.set()
+"""
+
+
+def test_naming_threads_while_others_end_never_crashes() -> None:
+    """``pthread_setname_np`` on the handle of a thread that ended meanwhile read freed
+    memory: with threads ending around it (the view's client threads, capture's stop
+    threads) the process died of SIGSEGV, in 0.01-0.03 s of this churn in 5 of 5 runs."""
+    done = subprocess.run([sys.executable, "-c", _CHURN], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
 def _turn(n: int, t0: int, rng) -> LidarTurns:
     angle = np.mod(-np.linspace(0, 2 * np.pi, n, endpoint=False), 2 * np.pi).astype(np.float32)
     rng_m = rng.uniform(0.5, 6.0, n).astype(np.float32)
