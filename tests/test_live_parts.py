@@ -333,6 +333,20 @@ def test_the_gate_ends_a_slow_handshake_at_its_deadline_and_at_close(monkeypatch
     inner.close()
 
 
+def test_the_view_on_every_ipv6_address_serves_ipv4_too_and_is_announced_in_brackets() -> None:
+    """``--foxglove [::]:PORT`` served IPv6 only (an IPv4 laptop was refused) and was
+    announced as ``ws://:::PORT``."""
+    inner = socket.create_server(("127.0.0.1", 0))
+    gate = ws_gate.SubprotocolGate("::", 0, inner.getsockname()[1])
+    try:
+        for host in ("127.0.0.1", "::1"):
+            socket.create_connection((host, gate.port), timeout=5).close()
+    finally:
+        gate.close()
+        inner.close()
+    assert ws_gate.ws_url("::", 8765) == "ws://[::]:8765"
+    assert ws_gate.ws_url("0.0.0.0", 8765) == "ws://0.0.0.0:8765"
+
 def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
     """A client subscribes and then reads nothing: the producers go on at full speed and
     the view's queue drops (counted) instead of waiting."""
