@@ -110,6 +110,7 @@ def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | Non
         live_summary,
     )
     from sensorbench.live.udp import parse_address
+    from sensorbench.live.ws_gate import ws_url
 
     if udp_addr is not None and pods_path is None:  # it would run and send nothing
         raise click.UsageError("--udp sends the filters' poses: it needs --pods (the pod geometry)")
@@ -130,7 +131,7 @@ def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | Non
     def live_parts(elapsed_s: float, statuses: list) -> list[str]:
         st = runtime.on_status(elapsed_s, statuses)
         if st.port is not None and not announced and options.foxglove is not None:
-            announced.append(f"ws://{options.foxglove[0]}:{st.port}")
+            announced.append(ws_url(options.foxglove[0], st.port))
             click.echo(f"live view: {announced[0]} (Foxglove: Open connection)", err=True)
         return format_live_status(st)
 

@@ -175,13 +175,12 @@ class MergeWorker:
         while True:
             item = self._inbox.get()
             try:
-                if item is None:
-                    self._emit(self.merger.flush())
-                    return
-                self._emit(self.merger.push(*item))
+                self._emit(self.merger.flush() if item is None else self.merger.push(*item))
             except Exception as exc:  # report, keep running: the recording goes on
                 self.last_error = f"live-merge: {exc!r}"
                 live_event(self.writer, "error", f"live merge failed on a push: {exc!r}")
+            if item is None:  # the stop, even after a failed flush
+                return
 
     def _emit(self, merged: LidarTurns) -> None:
         if merged.n_turns == 0:

@@ -8,10 +8,6 @@ device's name first: ``lidar_front``, not ``reader-lidar_fr``.
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
-import functools
-import sys
 import threading
 from typing import Any
 
@@ -29,31 +25,24 @@ def os_thread_name(name: str) -> str:
     return name.encode()[:OS_NAME_BYTES].decode(errors="ignore")
 
 
-@functools.cache
-def _pthread_setname() -> Any:
-    path = ctypes.util.find_library("c")
-    fn = getattr(ctypes.CDLL(path), "pthread_setname_np", None) if path else None
-    if fn is not None:
-        fn.argtypes = [ctypes.c_ulong, ctypes.c_char_p]
-        fn.restype = ctypes.c_int
-    return fn
-
-
 def name_os_threads() -> int:
-    """Give every live Python thread its kernel name (Linux; elsewhere nothing).
+    """Give every live Python thread its kernel name (Linux; elsewhere nothing), through
+    ``/proc/self/task/<tid>/comm``: a thread that ended meanwhile is a missing file (its
+    ``pthread_t``, what ``pthread_setname_np`` takes, may point to freed memory by then).
 
     Returns:
-        Threads named (0 where the platform has no ``pthread_setname_np``).
+        Threads named.
     """
-    fn = _pthread_setname() if sys.platform.startswith("linux") else None
-    if fn is None:
-        return 0
     done = 0
     for t in threading.enumerate():
-        if t.ident is None or t is threading.main_thread():
+        if t.native_id is None or t is threading.main_thread():
             continue
-        if fn(t.ident, os_thread_name(t.name).encode()) == 0:
+        try:
+            with open(f"/proc/self/task/{t.native_id}/comm", "w") as comm:
+                comm.write(os_thread_name(t.name))
             done += 1
+        except OSError:  # ended, or no /proc
+            pass
     return done
 
 

@@ -1,6 +1,7 @@
 """The live pose over UDP: one fixed-size binary datagram per filtered frame, its layout
 docs/FORMAT.md, "Live pose datagrams" (``struct`` format :data:`FORMAT`). The sender
-never blocks and never raises: a datagram the kernel or the receiver refuses is counted.
+never blocks and never raises: a datagram the kernel refuses is counted (one nobody
+receives is not seen: the socket is unconnected).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class UdpPublisher:
     """Sends :class:`PoseDatagram` s to ``(host, port)``, never blocking.
 
     Attributes:
-        sent, dropped: datagrams sent, and those the kernel or the receiver refused.
+        sent, dropped: datagrams sent, and those the kernel refused.
         last_error: why the last one was dropped, or None.
     """
 
@@ -109,7 +110,7 @@ class UdpPublisher:
         try:
             self.sock.sendto(data, self.address)
             self.sent += 1
-        except OSError as exc:  # EAGAIN, ENOBUFS, ECONNREFUSED (nobody listens), ...
+        except OSError as exc:  # EAGAIN, ENOBUFS, ENETUNREACH, ...
             self.dropped += 1
             self.last_error = f"UDP pose to {self.address}: {exc}"
 

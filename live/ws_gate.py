@@ -42,6 +42,11 @@ def _read_head(sock: socket.socket, deadline: float) -> tuple[bytes, bytes]:
     return data[:end], data[end:]
 
 
+def ws_url(host: str, port: int) -> str:
+    """The view's URL: ``ws://HOST:PORT``, an IPv6 host in brackets."""
+    return f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}"
+
+
 def _offered(head: bytes) -> list[bytes]:
     return [p.strip() for m in _PROTOCOL.finditer(head) for p in m.group(2).split(b",")]
 
@@ -57,7 +62,8 @@ class SubprotocolGate:
         self.inner = ("127.0.0.1", inner_port)
         try:
             family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-            self.sock = socket.create_server((host, port), family=family)
+            both = host == "::" and socket.has_dualstack_ipv6()  # every interface: IPv4 too
+            self.sock = socket.create_server((host, port), family=family, dualstack_ipv6=both)
         except OSError as exc:
             raise LiveError(f"cannot serve the live view on {host}:{port}: {exc}") from exc
         self.port = int(self.sock.getsockname()[1])
