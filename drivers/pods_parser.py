@@ -81,8 +81,8 @@ class PodParserStats:
         bytes_skipped: bytes that belonged to no valid frame or line.
         quad_errors: edges the MCU lost because both lines changed (all pods).
         overruns: latches the MCU could not queue (its frames' error block).
-        non_finite: binary frames with a valid CRC whose IMU values are inf or nan
-            (dropped: a session holds finite IMU values or none).
+        non_finite: binary frames with a valid CRC whose IMU values are inf or nan,
+            CSV lines whose are inf (dropped: a session holds finite IMU values or none).
     """
 
     bytes_in: int = 0
@@ -375,11 +375,15 @@ class PodStreamParser:
                 self.stats.crc_errors += 1
                 self.stats.bytes_skipped += len(line) + 1
                 continue
+            imu = [float(v) if v else math.nan for v in m.group(4, 5)]
+            if math.inf in map(abs, imu):  # dropped as a binary frame's: seq counts it lost
+                self.stats.non_finite += 1
+                continue
             seq.append(int(m.group(1)))
             t_us.append(int(m.group(2)))
             counts.append(values)
-            yaw_rate.append(float(m.group(4)) if m.group(4) else np.nan)
-            yaw.append(float(m.group(5)) if m.group(5) else np.nan)
+            yaw_rate.append(imu[0])
+            yaw.append(imu[1])
         return _Raw(
             np.asarray(seq, np.int64),
             np.asarray(t_us, np.int64),

@@ -263,3 +263,17 @@ def test_bad_parser_configuration_is_refused() -> None:
         PodStreamParser(3, 24)
     with pytest.raises(DriverError):
         PodStreamParser(3, 16, "json")
+
+
+def test_csv_lines_with_infinite_imu_values_are_dropped_as_binary_frames_are() -> None:
+    """A session holds finite IMU values or none: an ``inf`` (or a float that overflows to
+    it) drops the line as a binary frame's is dropped, its seq gap counting it lost."""
+    lines = encode_csv(RAW["seq"][:6], RAW["t_us"][:6], RAW["counts_raw"][:6], 16,
+                       np.full(6, 0.5), np.full(6, -1.25))  # fmt: skip
+    lines[2] = lines[2].replace(b",0.5,", b",inf,")
+    lines[4] = lines[4].replace(b",-1.25", b",-1e999")
+    p = PodStreamParser(3, 16, "csv")
+    f = p.feed(b"".join(lines))
+    assert f.seq.tolist() == [0, 1, 3, 5]
+    assert (f.yaw_rate == 0.5).all() and (f.yaw == -1.25).all()
+    assert p.stats.non_finite == 2 and p.stats.lost_frames == 2 and p.stats.crc_errors == 0
