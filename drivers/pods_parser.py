@@ -129,6 +129,7 @@ class PodStreamParser:
         self.variant = variant
         self.stats = PodParserStats()
         self._tail = b""
+        self._cut = False  # the CSV tail was a line over MAX_CSV_LINE: skip to its end
         self._flags_ok = [
             proto.make_flags(n_pods, counter_bits, imu, errors)
             for imu in (False, True)
@@ -352,19 +353,22 @@ class PodStreamParser:
     def _decode_csv(self, data: bytes) -> _Raw:
         lines = (self._tail + data).split(b"\n")
         self._tail = lines.pop()
+        if self._cut and lines:  # the rest of a line counted too long already
+            self.stats.bytes_skipped += len(lines.pop(0)) + 1
+            self._cut = False
         if len(self._tail) > MAX_CSV_LINE:
-            self.stats.crc_errors += 1
+            self.stats.crc_errors += not self._cut
             self.stats.bytes_skipped += len(self._tail)
-            self._tail = b""
+            self._tail, self._cut = b"", True
         seq, t_us, counts, yaw_rate, yaw = [], [], [], [], []
         seq_max, t_max, c_max = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS, 1 << self.counter_bits
         c_min = -(1 << (self.counter_bits - 1))
-        for line in lines:
-            line = line.rstrip(b"\r")
+        for raw_line in lines:
+            line = raw_line.rstrip(b"\r")
             if not line or line.startswith(b"#"):
-                self.stats.bytes_skipped += len(line) + 1
+                self.stats.bytes_skipped += len(raw_line) + 1
                 continue
-            m = self._csv_re.match(line)
+            m = self._csv_re.match(line) if len(raw_line) <= MAX_CSV_LINE else None
             values = [int(v) for v in m.group(3)[1:].split(b",")] if m else []
             if (
                 m is None
@@ -373,7 +377,7 @@ class PodStreamParser:
                 or not all(c_min <= v < c_max for v in values)
             ):
                 self.stats.crc_errors += 1
-                self.stats.bytes_skipped += len(line) + 1
+                self.stats.bytes_skipped += len(raw_line) + 1
                 continue
             imu = [float(v) if v else math.nan for v in m.group(4, 5)]
             if math.inf in map(abs, imu):  # dropped as a binary frame's: seq counts it lost

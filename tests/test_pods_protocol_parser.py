@@ -19,7 +19,7 @@ from capture_util import damaged as damaged_frames
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
+from sensorbench.drivers.pods_parser import MAX_CSV_LINE, PodFrames, PodStreamParser
 from sensorbench.drivers.pods_protocol import SYNC, make_flags
 from sensorbench.errors import DriverError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv
@@ -277,3 +277,16 @@ def test_csv_lines_with_infinite_imu_values_are_dropped_as_binary_frames_are() -
     assert f.seq.tolist() == [0, 1, 3, 5]
     assert (f.yaw_rate == 0.5).all() and (f.yaw == -1.25).all()
     assert p.stats.non_finite == 2 and p.stats.lost_frames == 2 and p.stats.crc_errors == 0
+
+
+@pytest.mark.parametrize("read", [1, 7, 100, 257, 4096])
+def test_a_csv_line_over_the_limit_is_one_error_in_any_reads(read: int) -> None:
+    """A run of more than MAX_CSV_LINE bytes without a newline is one bad line, the same in
+    any reads: its rest, after a read cut it, is not taken for a line of its own."""
+    lines = encode_csv(RAW["seq"][:4], RAW["t_us"][:4], RAW["counts_raw"][:4], 16)
+    noise = b"\x00" * MAX_CSV_LINE + b"," + lines[1]  # line 1's newline-less start was noise
+    data = lines[0] + noise + lines[2] + b"x" * 300 + b"\r\n" + lines[3]
+    p = PodStreamParser(3, 16, "csv")
+    f = feed_chunks(p, data, [read])
+    assert f.seq.tolist() == [0, 2, 3] and p.stats.lost_frames == 1
+    assert p.stats.crc_errors == 2 and p.stats.bytes_skipped == len(noise) + 302
