@@ -163,15 +163,19 @@ class PodStreamParser:
 
     # -- public ------------------------------------------------------------------
 
-    def feed(self, data: bytes) -> PodFrames:
-        """Decode ``data`` (plus the tail kept from the last call); return complete frames."""
+    def feed(self, data: bytes, latest_ns: int | None = None) -> PodFrames:
+        """Decode ``data`` (plus the tail kept from the last call); return complete frames.
+        ``latest_ns``: the latest unwrapped device time (ns) the MCU's clock can have reached
+        since the last frame (judged from the host's): a frame stepping beyond it is an MCU
+        restart, though its clock seems to go forward (it ran over 2³¹ µs before)."""
         self.stats.bytes_in += len(data)
+        limit = None if latest_ns is None else latest_ns // 1000
         if self.variant != "binary":
-            return self._unwrap(self._decode_csv(data))
-        scalar, used = self._feed_scalar(data)
+            return self._unwrap(self._decode_csv(data), limit)
+        scalar, used = self._feed_scalar(data, limit)
         if used == len(data):
             return scalar
-        rest = self._unwrap(self._decode_binary(data[used:]))
+        rest = self._unwrap(self._decode_binary(data[used:]), limit)
         return rest if not len(scalar) else PodFrames.concat([scalar, rest])
 
     def reset_tail(self) -> None:
@@ -186,7 +190,7 @@ class PodStreamParser:
 
     # -- binary ------------------------------------------------------------------
 
-    def _feed_scalar(self, data: bytes) -> tuple[PodFrames, int]:
+    def _feed_scalar(self, data: bytes, limit: int | None) -> tuple[PodFrames, int]:
         """The whole valid frames ``data`` starts with, decoded and unwrapped one by one in
         scalar arithmetic as the vectorised path does (a read holds a few frames: numpy's
         per-call cost would dominate), up to the first that is not a frame of the
@@ -196,6 +200,7 @@ class PodStreamParser:
             return PodFrames.empty(self.n_pods), 0
         n, c_mod, off, end = self.n_pods, 1 << self.counter_bits, 0, len(data)
         seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
+        cap = math.inf if limit is None else limit
         prev_seq, prev_t = self._prev_seq, self._prev_t or 0
         prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
         prev_e, errors_seen = self._prev_errors.tolist(), False
@@ -217,8 +222,8 @@ class PodStreamParser:
             if imu and not (math.isfinite(yaw_rate) and math.isfinite(yaw)):
                 break
             d_seq, d_t = (seq - prev_seq) % seq_mod, (t_us - prev_t) % t_mod
-            if d_seq == 0 or d_t >= t_mod // 2:  # a repeat or an MCU reset
-                break
+            if d_seq == 0 or d_t >= t_mod // 2 or self._t_unwrapped + d_t > cap:
+                break  # a repeat or an MCU reset
             for j in range(n):
                 d = (raw[j] - prev_c[j]) % c_mod
                 cum[j] += d - c_mod if d >= c_mod // 2 else d
@@ -398,7 +403,7 @@ class PodStreamParser:
 
     # -- unwrapping --------------------------------------------------------------
 
-    def _unwrap(self, raw: _Raw) -> PodFrames:
+    def _unwrap(self, raw: _Raw, limit: int | None = None) -> PodFrames:
         k = raw.seq.size
         if k == 0:
             return PodFrames.empty(self.n_pods)
@@ -415,6 +420,9 @@ class PodStreamParser:
         reset = d_t >= t_mod // 2
         if first:
             d_seq[0], d_t[0], reset[0] = 1, 0, False
+        elif limit is not None:  # the first step beyond the host's limit restarted too
+            over = (np.cumsum(reset) == 0) & (self._t_unwrapped + np.cumsum(d_t) > limit)
+            reset[np.flatnonzero(over)[:1]] = True
         dup = (d_seq == 0) & ~reset
         keep = ~dup
         self.stats.duplicates += int(dup.sum())
