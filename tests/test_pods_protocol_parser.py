@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import binascii
 import itertools
+import math
 import struct
 import time
 from dataclasses import fields
@@ -290,3 +291,64 @@ def test_a_csv_line_over_the_limit_is_one_error_in_any_reads(read: int) -> None:
     f = feed_chunks(p, data, [read])
     assert f.seq.tolist() == [0, 2, 3] and p.stats.lost_frames == 1
     assert p.stats.crc_errors == 2 and p.stats.bytes_skipped == len(noise) + 302
+
+
+_STATE = ("_tail", "_cut", "_prev_seq", "_prev_t", "_prev_counts", "_t_unwrapped",
+          "_seq_unwrapped", "_cum", "_prev_errors", "_cum_errors")  # fmt: skip
+_PIECE = st.one_of(  # a frame stepping (seq, t_us, counts) from the last, or stray bytes
+    st.tuples(st.integers(0, 3), st.sampled_from([0, 5000, 2**31 + 7, 2**32 - 5000]),
+              st.integers(-2**15, 2**15), st.booleans(), st.integers(0, 2**16 - 1),
+              st.sampled_from([16, 16, 32]), st.sampled_from([0.5, math.nan, math.inf])),
+    st.sampled_from([b"\xaa", b"\xaa\x55", b"\xaa\x55\x0d\x30", b"\xaa\x55\xff\x30", b"\x00"]),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 80), min_size=1, max_size=9))
+def test_any_reads_decode_as_the_whole_stream(pieces: list, sizes: list[int]) -> None:
+    """Frames stepping their seq (repeats, gaps), clock (wraps, restarts) and counters
+    (by up to half their range, either way), with or without IMU values (finite or not)
+    and error blocks, of the configured layout or not, among stray bytes: any reads of them
+    give the frames, counters and state of one read of the whole (scalar and vectorised)."""
+    data, seq, t, c, e = [], 9, 2**32 - 20_000, [0, 0, 0], 0
+    for p in pieces:
+        if isinstance(p, bytes):
+            data.append(p)
+            continue
+        seq, t, c, e = seq + p[0], t + p[1], [x + p[2] * (j - 1) for j, x in enumerate(c)], e + p[4]
+        errors = [e % 2**16, 1, 0, e % 7] if e % 2 else None
+        data.append(_frame(seq, t, c, (0.25, p[6]) if p[3] else None, errors, p[5]))
+    stream = b"".join(data)
+    whole, parts = PodStreamParser(3, 16), PodStreamParser(3, 16)
+    a = whole.feed(stream)
+    b = feed_chunks(parts, stream, sizes) if stream else a
+    for f in fields(PodFrames):
+        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), f.name)
+    assert parts.stats == whole.stats
+    for name in _STATE:
+        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+
+
+_LINE = st.one_of(  # CSV lines: valid (IMU fields, CRLF), non-finite, over the limit, noise
+    st.builds(lambda s, c, imu, end: f"{s},{5000 * s},{c},-{c},7{imu}{end}".encode(),
+              st.integers(0, 70000), st.integers(0, 40000),
+              st.sampled_from(["", ",0.5,1.25", ",nan,nan", ",inf,0", ",0.5"]),
+              st.sampled_from(["\n", "\r\n"])),
+    st.builds(lambda n: b"9," * n + b"\n", st.integers(100, 200)),
+    st.sampled_from([b"# banner\n", b"\n", b"\r\n", b"x,1\n", b"\xff"]),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=30), st.lists(st.integers(1, 300), min_size=1, max_size=9))
+def test_any_reads_decode_csv_as_the_whole_stream(lines: list[bytes], sizes: list[int]) -> None:
+    """CSV lines in any reads give the frames, counters and state of one read of the whole."""
+    stream = b"".join(lines)
+    whole, parts = PodStreamParser(3, 16, "csv"), PodStreamParser(3, 16, "csv")
+    a = whole.feed(stream)
+    b = feed_chunks(parts, stream, sizes) if stream else a
+    for f in fields(PodFrames):
+        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), f.name)
+    assert parts.stats == whole.stats
+    for name in _STATE:
+        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
