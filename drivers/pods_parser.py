@@ -149,7 +149,7 @@ class PodStreamParser:
         }
         num = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf"
         self._csv_re = re.compile(
-            rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
+            rb"^(-?\d{1,5}),(-?\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
             % (n_pods, num.encode(), num.encode())
         )
         self._prev_seq: int | None = None
@@ -366,21 +366,18 @@ class PodStreamParser:
             self.stats.bytes_skipped += len(self._tail)
             self._tail, self._cut = b"", True
         seq, t_us, counts, yaw_rate, yaw = [], [], [], [], []
-        seq_max, t_max, c_max = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS, 1 << self.counter_bits
-        c_min = -(1 << (self.counter_bits - 1))
+        c_max = 1 << self.counter_bits
+        widths = (proto.SEQ_BITS, proto.TIME_BITS, *[self.counter_bits] * self.n_pods)
+        # each integer printed unsigned or signed (printf's %d) of its width: [min, max)
+        span = [(-(1 << (w - 1)), 1 << w) for w in widths]
         for raw_line in lines:
             line = raw_line.rstrip(b"\r")
             if not line or line.startswith(b"#"):
                 self.stats.bytes_skipped += len(raw_line) + 1
                 continue
             m = self._csv_re.match(line) if len(raw_line) <= MAX_CSV_LINE else None
-            values = [int(v) for v in m.group(3)[1:].split(b",")] if m else []
-            if (
-                m is None
-                or int(m.group(1)) >= seq_max
-                or int(m.group(2)) >= t_max
-                or not all(c_min <= v < c_max for v in values)
-            ):
+            values = [int(v) for v in line.split(b",")[: len(span)]] if m else []
+            if m is None or not all(a <= v < b for v, (a, b) in zip(values, span, strict=True)):
                 self.stats.crc_errors += 1
                 self.stats.bytes_skipped += len(raw_line) + 1
                 continue
@@ -388,9 +385,9 @@ class PodStreamParser:
             if math.inf in map(abs, imu):  # dropped as a binary frame's: seq counts it lost
                 self.stats.non_finite += 1
                 continue
-            seq.append(int(m.group(1)))
-            t_us.append(int(m.group(2)))
-            counts.append(values)
+            seq.append(values[0] % span[0][1])
+            t_us.append(values[1] % span[1][1])
+            counts.append(values[2:])
             yaw_rate.append(imu[0])
             yaw.append(imu[1])
         return _Raw(

@@ -352,3 +352,17 @@ def test_any_reads_decode_csv_as_the_whole_stream(lines: list[bytes], sizes: lis
     assert parts.stats == whole.stats
     for name in _STATE:
         assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+
+
+def test_csv_seq_and_time_printed_signed_read_as_unsigned() -> None:
+    """printf's %d of a uint16 seq and %ld of a uint32 t_us (an AVR's int and long) print
+    them negative past half their range: read as the counters are, modulo their width."""
+    k = np.arange(32_760, 32_780)
+    t_us = (2**31 - 50_000 + 5000 * (k - k[0])) % 2**32
+    signed = [np.where(v >= 2**(b - 1), v - 2**b, v) for v, b in ((k, 16), (t_us, 32))]
+    p = PodStreamParser(3, 16, "csv")
+    f = p.feed(b"".join(encode_csv(*signed, RAW["counts_raw"][:20], 16)))
+    assert (signed[0] < 0).any() and (signed[1] < 0).any() and p.stats.crc_errors == 0
+    np.testing.assert_array_equal(f.seq, k)
+    np.testing.assert_array_equal(f.device_ns, (2**31 - 50_000 + 5000 * (k - k[0])) * 1000)
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[:20])
