@@ -285,3 +285,24 @@ def test_a_silence_after_a_read_late_by_the_tolerance_is_not_a_restart() -> None
     st = protocol.parser.stats
     assert st.resets == 0 and st.lost_frames == gap - n and st.frames == 2 * n
     np.testing.assert_array_equal(b.counts - b.counts[0], counts - counts[0])
+
+
+def test_a_starved_reader_stamps_frames_no_earlier_than_sampled_nor_a_read_later() -> None:
+    """Reads every ~10 ms of the frames sampled 1 ms before, but for three starvations (3 s,
+    3 s, 12 s: whole windows delayed): every stored host time lies between the frame's
+    sampling and a read period after it (the clock's line under the on-time windows)."""
+    rng, n = np.random.default_rng(1), 200 * 60
+    k, starved = np.arange(n), ((10e9, 3e9), (25e9, 3e9), (40e9, 12e9))  # (start, ns)
+    true = 10**12 + np.round(5_000_000 * k * (1 + 50e-6)).astype(np.int64)  # 50 ppm fast
+    data, flen = encode_binary(k % 2**16, 5000 * (k + 1), np.zeros((n, 3), np.int64), 16)
+    reads, t, i = [], float(true[0]), 0
+    while i < n:
+        t += 10e6 + rng.exponential(1e6)
+        t += sum(d for s, d in starved if 0 <= t - true[0] - s < 11e6)
+        j = min(int(np.searchsorted(true, t - 1e6, side="right")), n)
+        if j > i:
+            reads.append((int(t), data[i * flen : j * flen]))
+            i = j
+    b, _ = _consume(PodProtocol(), reads)
+    err_ms = (b.host_ns - true) / 1e6
+    assert err_ms.min() >= 0 and err_ms.max() <= 10, (err_ms.min(), err_ms.max())
