@@ -1,6 +1,7 @@
 """Device clocks on the host timeline: :class:`CounterUnwrapper` makes a wrapping counter
 monotone, :class:`DeviceClock` fits ``host = a + b * device`` through the lower envelope of
-the receive delays, per window the least delayed point (docs/LD19.md, Time). Until the
+the receive delays, per window the least delayed point, trimming windows whose minimum lies
+above the line (a starved reader delayed them; docs/LD19.md, Time). Until the
 minima span two windows the slope is the nominal one: two adjacent windows' minima can lie
 packets apart and give any slope (3× the true one was seen).
 """
@@ -17,6 +18,8 @@ from sensorbench.errors import DriverError
 
 _PRE_FIT_POINTS = 20000  # points kept for the slope before the envelope fit exists
 _PRE_FIT_SPAN_S = 0.05  # device seconds needed before that slope replaces the nominal one
+_TRIM_ROUNDS = 10  # refits after trimming window minima lying above the line
+_TRIM_FLOOR_S = 2e-3  # host s above the line a minimum is always kept within
 
 
 class CounterUnwrapper:
@@ -239,16 +242,25 @@ class DeviceClock:
 
     def _fit(self) -> None:
         pts = np.asarray(self._windows)  # one window at least: the one just closed
-        n = pts.shape[0]
         xs, ys = pts[:, 0], pts[:, 1]
         if xs[-1] - xs[0] < 2 * self.window_s:  # also a lone window
             return  # two minima close in time would give any slope: keep the nominal line
-        xbar, ybar = xs.mean(), ys.mean()
-        sxx = float(np.sum((xs - xbar) ** 2))
-        if sxx <= 0:
-            return
-        slope = float(np.sum((xs - xbar) * (ys - ybar)) / sxx)
-        icpt = float(ybar - slope * xbar)
+        keep = np.ones(xs.size, bool)
+        for _ in range(_TRIM_ROUNDS):  # a starved reader's windows lie above: trim them
+            used = keep
+            x, y = xs[used], ys[used]
+            xbar, ybar = x.mean(), y.mean()
+            sxx = float(np.sum((x - xbar) ** 2))
+            slope = float(np.sum((x - xbar) * (y - ybar)) / sxx)
+            icpt = float(ybar - slope * xbar)
+            resid = ys - (icpt + slope * xs)
+            mid = np.median(resid[keep])
+            scale = 1.4826 * float(np.median(np.abs(resid[keep] - mid)))
+            trim = resid <= mid + max(4.0 * scale, _TRIM_FLOOR_S)
+            if (trim == keep).all() or trim.sum() < 3 or np.ptp(xs[trim]) < 2 * self.window_s:
+                break
+            keep = trim
+        xs, ys = xs[used], ys[used]
         if self.max_drift is not None and self.nominal_slope is not None:
             lo, hi = (self.nominal_slope * (1 + d) for d in (-self.max_drift, self.max_drift))
             if not lo <= slope <= hi:  # delayed windows tilted the line: hold the slope
@@ -260,6 +272,7 @@ class DeviceClock:
         self._icpt = icpt
         self._xbar, self._sxx = float(xbar), sxx
         resid = ys - (self._icpt + slope * xs)
+        n = xs.size
         self._resid_var = float(np.sum(resid**2) / (n - 2)) if n > 2 else np.inf
 
     # -- mapping ---------------------------------------------------------------------

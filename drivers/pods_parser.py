@@ -81,8 +81,8 @@ class PodParserStats:
         bytes_skipped: bytes that belonged to no valid frame or line.
         quad_errors: edges the MCU lost because both lines changed (all pods).
         overruns: latches the MCU could not queue (its frames' error block).
-        non_finite: binary frames with a valid CRC whose IMU values are inf or nan
-            (dropped: a session holds finite IMU values or none).
+        non_finite: binary frames with a valid CRC whose IMU values are inf or nan,
+            CSV lines whose are inf (dropped: a session holds finite IMU values or none).
     """
 
     bytes_in: int = 0
@@ -129,6 +129,7 @@ class PodStreamParser:
         self.variant = variant
         self.stats = PodParserStats()
         self._tail = b""
+        self._cut = False  # the CSV tail was a line over MAX_CSV_LINE: skip to its end
         self._flags_ok = [
             proto.make_flags(n_pods, counter_bits, imu, errors)
             for imu in (False, True)
@@ -148,7 +149,7 @@ class PodStreamParser:
         }
         num = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf"
         self._csv_re = re.compile(
-            rb"^(\d{1,5}),(\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
+            rb"^(-?\d{1,5}),(-?\d{1,10})((?:,-?\d{1,10}){%d})(?:,(%s)(?:,(%s))?)?$"
             % (n_pods, num.encode(), num.encode())
         )
         self._prev_seq: int | None = None
@@ -162,15 +163,19 @@ class PodStreamParser:
 
     # -- public ------------------------------------------------------------------
 
-    def feed(self, data: bytes) -> PodFrames:
-        """Decode ``data`` (plus the tail kept from the last call); return complete frames."""
+    def feed(self, data: bytes, latest_ns: int | None = None) -> PodFrames:
+        """Decode ``data`` (plus the tail kept from the last call); return complete frames.
+        ``latest_ns``: the latest unwrapped device time (ns) the MCU's clock can have reached
+        since the last frame (judged from the host's): a frame stepping beyond it is an MCU
+        restart, though its clock seems to go forward (it ran over 2³¹ µs before)."""
         self.stats.bytes_in += len(data)
+        limit = None if latest_ns is None else latest_ns // 1000
         if self.variant != "binary":
-            return self._unwrap(self._decode_csv(data))
-        scalar, used = self._feed_scalar(data)
+            return self._unwrap(self._decode_csv(data), limit)
+        scalar, used = self._feed_scalar(data, limit)
         if used == len(data):
             return scalar
-        rest = self._unwrap(self._decode_binary(data[used:]))
+        rest = self._unwrap(self._decode_binary(data[used:]), limit)
         return rest if not len(scalar) else PodFrames.concat([scalar, rest])
 
     def reset_tail(self) -> None:
@@ -185,7 +190,7 @@ class PodStreamParser:
 
     # -- binary ------------------------------------------------------------------
 
-    def _feed_scalar(self, data: bytes) -> tuple[PodFrames, int]:
+    def _feed_scalar(self, data: bytes, limit: int | None) -> tuple[PodFrames, int]:
         """The whole valid frames ``data`` starts with, decoded and unwrapped one by one in
         scalar arithmetic as the vectorised path does (a read holds a few frames: numpy's
         per-call cost would dominate), up to the first that is not a frame of the
@@ -195,6 +200,7 @@ class PodStreamParser:
             return PodFrames.empty(self.n_pods), 0
         n, c_mod, off, end = self.n_pods, 1 << self.counter_bits, 0, len(data)
         seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
+        cap = math.inf if limit is None else limit
         prev_seq, prev_t = self._prev_seq, self._prev_t or 0
         prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
         prev_e, errors_seen = self._prev_errors.tolist(), False
@@ -216,8 +222,8 @@ class PodStreamParser:
             if imu and not (math.isfinite(yaw_rate) and math.isfinite(yaw)):
                 break
             d_seq, d_t = (seq - prev_seq) % seq_mod, (t_us - prev_t) % t_mod
-            if d_seq == 0 or d_t >= t_mod // 2:  # a repeat or an MCU reset
-                break
+            if d_seq == 0 or d_t >= t_mod // 2 or self._t_unwrapped + d_t > cap:
+                break  # a repeat or an MCU reset
             for j in range(n):
                 d = (raw[j] - prev_c[j]) % c_mod
                 cum[j] += d - c_mod if d >= c_mod // 2 else d
@@ -352,34 +358,38 @@ class PodStreamParser:
     def _decode_csv(self, data: bytes) -> _Raw:
         lines = (self._tail + data).split(b"\n")
         self._tail = lines.pop()
+        if self._cut and lines:  # the rest of a line counted too long already
+            self.stats.bytes_skipped += len(lines.pop(0)) + 1
+            self._cut = False
         if len(self._tail) > MAX_CSV_LINE:
-            self.stats.crc_errors += 1
+            self.stats.crc_errors += not self._cut
             self.stats.bytes_skipped += len(self._tail)
-            self._tail = b""
+            self._tail, self._cut = b"", True
         seq, t_us, counts, yaw_rate, yaw = [], [], [], [], []
-        seq_max, t_max, c_max = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS, 1 << self.counter_bits
-        c_min = -(1 << (self.counter_bits - 1))
-        for line in lines:
-            line = line.rstrip(b"\r")
+        c_max = 1 << self.counter_bits
+        widths = (proto.SEQ_BITS, proto.TIME_BITS, *[self.counter_bits] * self.n_pods)
+        # each integer printed unsigned or signed (printf's %d) of its width: [min, max)
+        span = [(-(1 << (w - 1)), 1 << w) for w in widths]
+        for raw_line in lines:
+            line = raw_line.rstrip(b"\r")
             if not line or line.startswith(b"#"):
-                self.stats.bytes_skipped += len(line) + 1
+                self.stats.bytes_skipped += len(raw_line) + 1
                 continue
-            m = self._csv_re.match(line)
-            values = [int(v) for v in m.group(3)[1:].split(b",")] if m else []
-            if (
-                m is None
-                or int(m.group(1)) >= seq_max
-                or int(m.group(2)) >= t_max
-                or not all(c_min <= v < c_max for v in values)
-            ):
+            m = self._csv_re.match(line) if len(raw_line) <= MAX_CSV_LINE else None
+            values = [int(v) for v in line.split(b",")[: len(span)]] if m else []
+            if m is None or not all(a <= v < b for v, (a, b) in zip(values, span, strict=True)):
                 self.stats.crc_errors += 1
-                self.stats.bytes_skipped += len(line) + 1
+                self.stats.bytes_skipped += len(raw_line) + 1
                 continue
-            seq.append(int(m.group(1)))
-            t_us.append(int(m.group(2)))
-            counts.append(values)
-            yaw_rate.append(float(m.group(4)) if m.group(4) else np.nan)
-            yaw.append(float(m.group(5)) if m.group(5) else np.nan)
+            imu = [float(v) if v else math.nan for v in m.group(4, 5)]
+            if math.inf in map(abs, imu):  # dropped as a binary frame's: seq counts it lost
+                self.stats.non_finite += 1
+                continue
+            seq.append(values[0] % span[0][1])
+            t_us.append(values[1] % span[1][1])
+            counts.append(values[2:])
+            yaw_rate.append(imu[0])
+            yaw.append(imu[1])
         return _Raw(
             np.asarray(seq, np.int64),
             np.asarray(t_us, np.int64),
@@ -390,7 +400,7 @@ class PodStreamParser:
 
     # -- unwrapping --------------------------------------------------------------
 
-    def _unwrap(self, raw: _Raw) -> PodFrames:
+    def _unwrap(self, raw: _Raw, limit: int | None = None) -> PodFrames:
         k = raw.seq.size
         if k == 0:
             return PodFrames.empty(self.n_pods)
@@ -407,6 +417,9 @@ class PodStreamParser:
         reset = d_t >= t_mod // 2
         if first:
             d_seq[0], d_t[0], reset[0] = 1, 0, False
+        elif limit is not None:  # the first step beyond the host's limit restarted too
+            over = (np.cumsum(reset) == 0) & (self._t_unwrapped + np.cumsum(d_t) > limit)
+            reset[np.flatnonzero(over)[:1]] = True
         dup = (d_seq == 0) & ~reset
         keep = ~dup
         self.stats.duplicates += int(dup.sum())

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 MAX_CLOCK_DRIFT = 0.01
 """How far the MCU clock may run from ``clock_slope`` in the stamps (a fraction): 100×
 the ±100 ppm the analysis assumes of its crystal (``encoder_host_seconds``)."""
+RESTART_TOLERANCE_NS = 10_000_000_000
+"""How much further than the host's clock (ns) the MCU's may seem to have run since the last
+frame before a frame counts as a restart: the host time of that frame may be this late."""
 
 
 class PodProtocol(DeviceProtocol):
@@ -51,6 +54,8 @@ class PodProtocol(DeviceProtocol):
         )
         self.attrs = dict(attrs or {})
         self._last_host_ns = np.iinfo(np.int64).min
+        self._last_device_ns: int | None = None
+        self._slope = clock_slope
         self._lost = np.zeros(n_pods + 1, np.int64)  # cumulative errors + overruns reported
 
     # -- hooks -------------------------------------------------------------------------
@@ -75,12 +80,16 @@ class PodProtocol(DeviceProtocol):
 
     def consume(self, t_ns: int, data: bytes) -> int:
         """Parse a chunk, store complete frames; return frames decoded."""
-        resets_before = self.parser.stats.resets
-        frames = self.parser.feed(data)
+        resets_before, latest = self.parser.stats.resets, None
+        if self._last_device_ns is not None:  # where the MCU's clock can be by now
+            ran_ns = (t_ns - self._last_host_ns + RESTART_TOLERANCE_NS) / self._slope
+            latest = self._last_device_ns + int(ran_ns * (1 + MAX_CLOCK_DRIFT))
+        frames = self.parser.feed(data, latest)
         n = len(frames)
         if n == 0:
             return 0
         host = self._host_times(t_ns, frames)
+        self._last_device_ns = int(frames.device_ns[-1])
         batch = EncoderBatch.decoded(
             host, frames.device_ns, frames.seq, frames.counts, frames.yaw, frames.yaw_rate
         )

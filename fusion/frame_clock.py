@@ -77,11 +77,12 @@ class FrameClock:
             out.append(h)
             return
         if self._mode == "warm":
-            if d <= self._last_d:
-                self._settle(idx, out)
+            _, h_last, s_last = self._held[-1]
+            sigma = self.slope * (d - self._d0) * 1e-9
+            if d <= self._last_d or abs(h - h_last - (sigma - s_last)) > REANCHOR_S:
+                self._settle(idx, out)  # the clock restarted or strayed: a new epoch
                 self._begin(i, h, d)
                 return
-            sigma = self.slope * (d - self._d0) * 1e-9
             self._held.append((i, h, sigma))
             self._last_d = d
             if sigma >= WARMUP_S:

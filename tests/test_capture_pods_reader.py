@@ -11,7 +11,7 @@ import pods_util
 import pytest
 from capture_util import damaged as damaged_frames
 
-from sensorbench.drivers.pods_reader import PodProtocol
+from sensorbench.drivers.pods_reader import RESTART_TOLERANCE_NS, PodProtocol
 from sensorbench.drivers.serial_link import LinkConfig, SerialLink
 from sensorbench.drivers.serial_reader import SerialReader
 from sensorbench.errors import DriverError
@@ -228,3 +228,86 @@ def test_the_readers_unchecked_batches_pass_the_batch_check_unchanged(variant: s
     for batch in batches:
         checked = EncoderBatch(**vars(batch))
         assert all(getattr(checked, f) is v for f, v in vars(batch).items())
+
+
+def _consume(protocol: PodProtocol, reads: list[tuple[int, bytes]]) -> tuple[EncoderBatch, list]:
+    """Feed ``reads`` (receive ns, bytes) to ``protocol``; its frames and events."""
+    batches, events = [], []
+    writer = types.SimpleNamespace(append_encoder=lambda _, batch: batches.append(batch))
+    protocol.link = types.SimpleNamespace(writer=writer, name="pods",
+                                          event=lambda *e: events.append(e))  # fmt: skip
+    for t_ns, data in reads:
+        protocol.consume(t_ns, data)
+    fields = ("host_ns", "device_ns", "seq", "counts", "yaw", "yaw_rate")
+    return EncoderBatch(*(np.concatenate([getattr(b, f) for b in batches]) for f in fields)), events
+
+
+@pytest.mark.parametrize("starved", [False, True])
+@pytest.mark.parametrize("uptime_min", [20, 50, 71, 100])
+def test_an_mcu_restart_after_its_clock_passed_half_its_range_is_a_restart(
+    uptime_min: int, starved: bool
+) -> None:
+    """The Uno restarts on a replug or a reopen (DTR): its clock from 5 ms, seq and counters
+    from 0. After an uptime of 35.8 to 71.6 min (mod 71.6) the clock's step looks forward,
+    by more than the host's clock ran: it is a restart too, and the counts stay continuous.
+    ``starved``: one read holds the frames before and after the restart."""
+    k0, n, quiet_ns = uptime_min * 60 * 200, 400, 1_500_000_000  # frames; 1 s boot + 0.5 s
+    counts = pods_util.make_samples(n=2 * n, seed=9).counts
+    c_old, c_new = counts[:n], counts[n:] - counts[n]
+    k = np.arange(n)
+    old, _ = encode_binary((k0 + k) % 2**16, 5000 * (k0 + k + 1) % 2**32, c_old % 2**16, 16)
+    new, flen = encode_binary(k, 5000 * (k + 1), c_new % 2**16, 16)
+    recv = np.concatenate([5_000_000 * k, 5_000_000 * (n + k) + quiet_ns]) + 3_000_000
+    ends = [e for e in range(4, 2 * n + 1, 4) if not (starved and n - 40 < e < n + 40)]
+    reads = [(int(recv[b - 1]), (old + new)[a * flen : b * flen])
+             for a, b in itertools.pairwise([0, *ends])]  # fmt: skip
+    protocol = PodProtocol()
+    b, events = _consume(protocol, reads)
+    first = c_old[0] - np.where(c_old[0] % 2**16 >= 2**15, c_old[0] % 2**16 - 2**16, c_old[0])
+    truth = np.concatenate([c_old, c_old[-1] + c_new]) - first
+    np.testing.assert_array_equal(b.counts, truth)
+    st = protocol.parser.stats
+    assert st.resets == 1 and st.lost_frames == 0 and st.frames == 2 * n
+    assert b.device_ns[n:].tolist() == (5_000_000 * (k + 1)).tolist()
+    assert [e[1] for e in events] == ["note"]
+    assert (np.diff(b.host_ns) >= 0).all()
+    assert (b.host_ns <= np.repeat([r for r, _ in reads], [len(d) // flen for _, d in reads])).all()
+
+
+def test_a_silence_after_a_read_late_by_the_tolerance_is_not_a_restart() -> None:
+    """An unplug of 60 s (the MCU runs on) after frames all read RESTART_TOLERANCE_NS late (a
+    reader starved from its start): the frames after it, that much more on time, are no
+    restart."""
+    n, gap = 400, 12_000  # frames each side; the silence in frames (60 s)
+    k = np.concatenate([np.arange(n), gap + np.arange(n)])
+    counts = pods_util.make_samples(n=2 * n, seed=9, step=5).counts
+    data, flen = encode_binary(k % 2**16, 5000 * (k + 1), counts % 2**16, 16)
+    recv = 5_000_000 * k + 3_000_000
+    recv[:n] += RESTART_TOLERANCE_NS
+    reads = [(int(recv[b - 1]), data[(b - 4) * flen : b * flen]) for b in range(4, 2 * n + 1, 4)]
+    protocol = PodProtocol()
+    b, _ = _consume(protocol, reads)
+    st = protocol.parser.stats
+    assert st.resets == 0 and st.lost_frames == gap - n and st.frames == 2 * n
+    np.testing.assert_array_equal(b.counts - b.counts[0], counts - counts[0])
+
+
+def test_a_starved_reader_stamps_frames_no_earlier_than_sampled_nor_a_read_later() -> None:
+    """Reads every ~10 ms of the frames sampled 1 ms before, but for three starvations (3 s,
+    3 s, 12 s: whole windows delayed): every stored host time lies between the frame's
+    sampling and a read period after it (the clock's line under the on-time windows)."""
+    rng, n = np.random.default_rng(1), 200 * 60
+    k, starved = np.arange(n), ((10e9, 3e9), (25e9, 3e9), (40e9, 12e9))  # (start, ns)
+    true = 10**12 + np.round(5_000_000 * k * (1 + 50e-6)).astype(np.int64)  # 50 ppm fast
+    data, flen = encode_binary(k % 2**16, 5000 * (k + 1), np.zeros((n, 3), np.int64), 16)
+    reads, t, i = [], float(true[0]), 0
+    while i < n:
+        t += 10e6 + rng.exponential(1e6)
+        t += sum(d for s, d in starved if 0 <= t - true[0] - s < 11e6)
+        j = min(int(np.searchsorted(true, t - 1e6, side="right")), n)
+        if j > i:
+            reads.append((int(t), data[i * flen : j * flen]))
+            i = j
+    b, _ = _consume(PodProtocol(), reads)
+    err_ms = (b.host_ns - true) / 1e6
+    assert err_ms.min() >= 0 and err_ms.max() <= 10, (err_ms.min(), err_ms.max())

@@ -351,7 +351,7 @@ def test_injected_double_edges_are_reported_exactly(elf) -> None:
     protocol = PodProtocol()
     parts: list[PodFrames] = []
     feed = protocol.parser.feed
-    protocol.parser.feed = lambda data: parts.append(feed(data)) or parts[-1]  # type: ignore[method-assign]
+    protocol.parser.feed = lambda *a: parts.append(feed(*a)) or parts[-1]  # type: ignore[method-assign]
     _, stats, status = record(em, protocol)
     frames = PodFrames.concat(parts)
     assert len(em.doubles) == len(doubles)  # the harness applied every one

@@ -165,3 +165,15 @@ def test_a_few_frames_a_push_are_the_whole_push_bit_for_bit(max_read: int) -> No
     assert whole.imu_dtheta[500:502].tolist() == [np.pi, -np.pi]
     for f in ("t_s", "dn", "imu_dtheta", "yaw"):
         assert getattr(few, f).tobytes() == getattr(whole, f).tobytes(), f
+
+
+@pytest.mark.parametrize("at", [100, 1100])  # in an epoch's warm-up, after it
+def test_a_device_clock_straying_from_host_starts_a_new_epoch_in_the_warm_up_too(at) -> None:
+    """The device clock steps 100 s ahead of host_ns (an MCU restart taken for a silence):
+    a new epoch from there, in the warm-up as after it; every frame near its true time."""
+    true, host, dev = _frames(2000, seed=2, backlog=1)
+    dev = dev.copy()
+    dev[at:] += 100_000_000_000
+    idx, t = _run(FrameClock(T0), host, dev, [0, 2000])
+    np.testing.assert_array_equal(idx, np.arange(2000))
+    assert np.abs(t - (true - T0) * 1e-9).max() < 1.5e-3  # the first test's bound

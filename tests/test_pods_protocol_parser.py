@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import binascii
 import itertools
+import math
 import struct
 import time
 from dataclasses import fields
@@ -19,7 +20,7 @@ from capture_util import damaged as damaged_frames
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensorbench.drivers.pods_parser import PodFrames, PodStreamParser
+from sensorbench.drivers.pods_parser import MAX_CSV_LINE, PodFrames, PodStreamParser
 from sensorbench.drivers.pods_protocol import SYNC, make_flags
 from sensorbench.errors import DriverError
 from sensorbench.sim.emulator_pods import PodEmulator, encode_binary, encode_csv
@@ -263,3 +264,105 @@ def test_bad_parser_configuration_is_refused() -> None:
         PodStreamParser(3, 24)
     with pytest.raises(DriverError):
         PodStreamParser(3, 16, "json")
+
+
+def test_csv_lines_with_infinite_imu_values_are_dropped_as_binary_frames_are() -> None:
+    """A session holds finite IMU values or none: an ``inf`` (or a float that overflows to
+    it) drops the line as a binary frame's is dropped, its seq gap counting it lost."""
+    lines = encode_csv(RAW["seq"][:6], RAW["t_us"][:6], RAW["counts_raw"][:6], 16,
+                       np.full(6, 0.5), np.full(6, -1.25))  # fmt: skip
+    lines[2] = lines[2].replace(b",0.5,", b",inf,")
+    lines[4] = lines[4].replace(b",-1.25", b",-1e999")
+    p = PodStreamParser(3, 16, "csv")
+    f = p.feed(b"".join(lines))
+    assert f.seq.tolist() == [0, 1, 3, 5]
+    assert (f.yaw_rate == 0.5).all() and (f.yaw == -1.25).all()
+    assert p.stats.non_finite == 2 and p.stats.lost_frames == 2 and p.stats.crc_errors == 0
+
+
+@pytest.mark.parametrize("read", [1, 7, 100, 257, 4096])
+def test_a_csv_line_over_the_limit_is_one_error_in_any_reads(read: int) -> None:
+    """A run of more than MAX_CSV_LINE bytes without a newline is one bad line, the same in
+    any reads: its rest, after a read cut it, is not taken for a line of its own."""
+    lines = encode_csv(RAW["seq"][:4], RAW["t_us"][:4], RAW["counts_raw"][:4], 16)
+    noise = b"\x00" * MAX_CSV_LINE + b"," + lines[1]  # line 1's newline-less start was noise
+    data = lines[0] + noise + lines[2] + b"x" * 300 + b"\r\n" + lines[3]
+    p = PodStreamParser(3, 16, "csv")
+    f = feed_chunks(p, data, [read])
+    assert f.seq.tolist() == [0, 2, 3] and p.stats.lost_frames == 1
+    assert p.stats.crc_errors == 2 and p.stats.bytes_skipped == len(noise) + 302
+
+
+_STATE = ("_tail", "_cut", "_prev_seq", "_prev_t", "_prev_counts", "_t_unwrapped",
+          "_seq_unwrapped", "_cum", "_prev_errors", "_cum_errors")  # fmt: skip
+_PIECE = st.one_of(  # a frame stepping (seq, t_us, counts) from the last, or stray bytes
+    st.tuples(st.integers(0, 3), st.sampled_from([0, 5000, 2**31 + 7, 2**32 - 5000]),
+              st.integers(-2**15, 2**15), st.booleans(), st.integers(0, 2**16 - 1),
+              st.sampled_from([16, 16, 32]), st.sampled_from([0.5, math.nan, math.inf])),
+    st.sampled_from([b"\xaa", b"\xaa\x55", b"\xaa\x55\x0d\x30", b"\xaa\x55\xff\x30", b"\x00"]),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 80), min_size=1, max_size=9))
+def test_any_reads_decode_as_the_whole_stream(pieces: list, sizes: list[int]) -> None:
+    """Frames stepping their seq (repeats, gaps), clock (wraps, restarts) and counters
+    (by up to half their range, either way), with or without IMU values (finite or not)
+    and error blocks, of the configured layout or not, among stray bytes: any reads of them
+    give the frames, counters and state of one read of the whole (scalar and vectorised)."""
+    data, seq, t, c, e = [], 9, 2**32 - 20_000, [0, 0, 0], 0
+    for p in pieces:
+        if isinstance(p, bytes):
+            data.append(p)
+            continue
+        seq, t, c, e = seq + p[0], t + p[1], [x + p[2] * (j - 1) for j, x in enumerate(c)], e + p[4]
+        errors = [e % 2**16, 1, 0, e % 7] if e % 2 else None
+        data.append(_frame(seq, t, c, (0.25, p[6]) if p[3] else None, errors, p[5]))
+    stream = b"".join(data)
+    whole, parts = PodStreamParser(3, 16), PodStreamParser(3, 16)
+    a = whole.feed(stream)
+    b = feed_chunks(parts, stream, sizes) if stream else a
+    for f in fields(PodFrames):
+        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), f.name)
+    assert parts.stats == whole.stats
+    for name in _STATE:
+        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+
+
+_LINE = st.one_of(  # CSV lines: valid (IMU fields, CRLF), non-finite, over the limit, noise
+    st.builds(lambda s, c, imu, end: f"{s},{5000 * s},{c},-{c},7{imu}{end}".encode(),
+              st.integers(0, 70000), st.integers(0, 40000),
+              st.sampled_from(["", ",0.5,1.25", ",nan,nan", ",inf,0", ",0.5"]),
+              st.sampled_from(["\n", "\r\n"])),
+    st.builds(lambda n: b"9," * n + b"\n", st.integers(100, 200)),
+    st.sampled_from([b"# banner\n", b"\n", b"\r\n", b"x,1\n", b"\xff"]),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=30), st.lists(st.integers(1, 300), min_size=1, max_size=9))
+def test_any_reads_decode_csv_as_the_whole_stream(lines: list[bytes], sizes: list[int]) -> None:
+    """CSV lines in any reads give the frames, counters and state of one read of the whole."""
+    stream = b"".join(lines)
+    whole, parts = PodStreamParser(3, 16, "csv"), PodStreamParser(3, 16, "csv")
+    a = whole.feed(stream)
+    b = feed_chunks(parts, stream, sizes) if stream else a
+    for f in fields(PodFrames):
+        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), f.name)
+    assert parts.stats == whole.stats
+    for name in _STATE:
+        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+
+
+def test_csv_seq_and_time_printed_signed_read_as_unsigned() -> None:
+    """printf's %d of a uint16 seq and %ld of a uint32 t_us (an AVR's int and long) print
+    them negative past half their range: read as the counters are, modulo their width."""
+    k = np.arange(32_760, 32_780)
+    t_us = (2**31 - 50_000 + 5000 * (k - k[0])) % 2**32
+    signed = [np.where(v >= 2**(b - 1), v - 2**b, v) for v, b in ((k, 16), (t_us, 32))]
+    p = PodStreamParser(3, 16, "csv")
+    f = p.feed(b"".join(encode_csv(*signed, RAW["counts_raw"][:20], 16)))
+    assert (signed[0] < 0).any() and (signed[1] < 0).any() and p.stats.crc_errors == 0
+    np.testing.assert_array_equal(f.seq, k)
+    np.testing.assert_array_equal(f.device_ns, (2**31 - 50_000 + 5000 * (k - k[0])) * 1000)
+    np.testing.assert_array_equal(f.counts, SAMPLES.counts[:20])
