@@ -86,6 +86,13 @@ class Synth:
     skipped: np.ndarray
 
 
+def _cast(world: World, origins: np.ndarray, angles: np.ndarray, max_range_m: float) -> np.ndarray:
+    """Ray-cast ranges (m), ``inf`` beyond ``max_range_m`` as a lidar sees them."""
+    r = world.raycast(origins, angles)
+    r[r > max_range_m] = np.inf
+    return r
+
+
 def synth_scan(
     world: World,
     pose: PoseFn,
@@ -129,7 +136,7 @@ def synth_scan(
         oy = y + s * mount[0] + c * mount[1]
         wang = yaw + mount[2] + stored
         origins = np.column_stack([ox, oy])
-        true_r = world.raycast(origins, wang, max_range_m)
+        true_r = _cast(world, origins, wang, max_range_m)
         r = true_r.copy()
         sig = sigma_m(true_r) if callable(sigma_m) else np.full(n, sigma_m)
         fin = np.isfinite(r)
@@ -137,8 +144,8 @@ def synth_scan(
         kind = np.zeros(n, dtype=np.uint8)
         if edge_prob > 0:
             half = np.radians(0.25)
-            ra = world.raycast(origins, wang - half, max_range_m)
-            rb = world.raycast(origins, wang + half, max_range_m)
+            ra = _cast(world, origins, wang - half, max_range_m)
+            rb = _cast(world, origins, wang + half, max_range_m)
             both = np.isfinite(ra) & np.isfinite(rb) & (np.abs(ra - rb) > 0.1)
             pick = both & (rng.random(n) < edge_prob)
             w = rng.uniform(0.2, 0.8, n)
