@@ -1,7 +1,7 @@
 """Merge two lidar scans (front and rear) into one 360° scan in the robot frame
 (docs/LIDAR.md): one :class:`~sensorbench.logs.LidarTurns` turn per pair of mutually
 nearest turns, and one per turn of a lidar alone (the other has no turn within
-:meth:`MergeSetup.alone_s`, flagged ``SINGLE_LIDAR``), every point stamped with the pair's
+:meth:`MergeSetup.alone_ns`, flagged ``SINGLE_LIDAR``), every point stamped with the pair's
 stamp (a lone turn's centre), angles in the body frame (rad CCW, [0, 2π)), ``device_ns =
 NO_DEVICE_TIME``, ``speed_hz = nan``, the turns' flags ORed.
 """
