@@ -126,7 +126,8 @@ def merge_cmd(session: Path, front: str, rear: str, output: Path | None, max_dt_
         return
     click.echo(
         f"merged {doc['pairs']} pairs of {front}/{rear} into {out} (stream 'merged', "
-        f"{doc['points_per_scan']} bearings, {doc['step_deg']:.3f}° apart); unpaired: "
+        f"{doc['points_per_scan']} bearings, {doc['step_deg']:.3f}° apart); alone (other lidar "
+        f"silent): {doc['alone_front']} front, {doc['alone_rear']} rear; unpaired: "
         f"{doc['unpaired_front']} front, {doc['unpaired_rear']} rear; "
         f"outside the pose stream: {doc['outside_pose']}; mounts from {doc['mounts_from']}; "
         f"footprint {'removed' if doc['footprint'] else 'kept'}")

@@ -21,6 +21,7 @@ from sensorbench.drivers.a1_protocol import (
     MAX_RANGE_Q2,
     NODE_LEN,
     NODES_PER_CAPSULE,
+    NOMINAL_EXPRESS_PER_S,
     RESYNC_RUN,
 )
 from sensorbench.logs import NO_DEVICE_TIME, TurnFlag
@@ -291,7 +292,9 @@ def _express_nodes(st, tb, ob, prev, cur_start_q6, i0, idx0):  # type: ignore[no
 def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-def]
     """Decode the express capsules of ``buf`` (stream offset ``base``, read at host
     ``t_ns``) into the turn buffer; ``prev`` (84 bytes) caches the last capsule,
-    decoded when the next one arrives. Returns the bytes consumed."""
+    decoded when the next one arrives, so its samples are timed one capsule (32 sample
+    durations, nominal ones without a device clock) before the read. Returns the bytes
+    consumed."""
     n = buf.size
     w0 = _begin(st)
     k = 0
@@ -324,7 +327,8 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
         if st[ANCHOR] < 0:
             st[ANCHOR] = t_ns  # sample 0 is the first capsule's first sample
         pos += CAPSULE_LEN
-    _finish(st, tb, w0, k, t_ns, skipped, base + pos)
+    sample_ns = st[SAMPLE_NS] if st[SAMPLE_NS] > 0 else np.int64(1e9 / NOMINAL_EXPRESS_PER_S)
+    _finish(st, tb, w0, k, t_ns - NODES_PER_CAPSULE * sample_ns, skipped, base + pos)
     return pos
 
 

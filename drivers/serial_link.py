@@ -156,6 +156,7 @@ class SerialLink:
         self.reader_failures = 0
         self.reader_down = False  # the reading thread ended on a failure, not on stop()
         self.last_error: str | None = None
+        self._refusals: set[str] = set()  # reasons of refused reopens said since the last open
         self.first_valid = threading.Event()
         self.bytes_at_open = 0  # bytes_total when the port was last (re)opened
         self.opened_ns = 0
@@ -217,6 +218,7 @@ class SerialLink:
         self._valid_since_open = False
         self._no_valid_reported = False
         self._port = port
+        self._refusals.clear()
         self.watch.opened(self.opened_ns)
 
     def poll(self, max_wait_s: float) -> tuple[int, bytes]:
@@ -373,8 +375,11 @@ class SerialLink:
             port = self.protocol.open_port(reopen=True)
         except DeviceUnavailable:
             return False
-        except DriverError as exc:
+        except DriverError as exc:  # e.g. another unit on the path: said once, then retried
             self.last_error = str(exc)
+            if self.last_error not in self._refusals:
+                self._refusals.add(self.last_error)
+                self.event(time.monotonic_ns(), "error", f"reopen refused, retrying: {exc}")
             return False
         self.attach(port)
         self.reconnects += 1

@@ -1,7 +1,9 @@
 """Merge two lidar scans (front and rear) into one 360° scan in the robot frame
 (docs/LIDAR.md): one :class:`~sensorbench.logs.LidarTurns` turn per pair of mutually
-nearest turns, every point stamped with the pair's stamp, angles in the body frame (rad
-CCW, [0, 2π)), ``device_ns = NO_DEVICE_TIME``, ``speed_hz = nan``, both turns' flags ORed.
+nearest turns, and one per turn of a lidar alone (the other has no turn within
+:meth:`MergeSetup.alone_ns`, flagged ``SINGLE_LIDAR``), every point stamped with the pair's
+stamp (a lone turn's centre), angles in the body frame (rad CCW, [0, 2π)), ``device_ns =
+NO_DEVICE_TIME``, ``speed_hz = nan``, the turns' flags ORed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 from sensorbench.drivers.robot_config import Mount
 from sensorbench.errors import FusionError
 from sensorbench.fusion.pod_drive import yaw_from_quat
-from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch
+from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, PoseBatch, TurnFlag
 from sensorbench.logs.scan_bins import TWO_PI, angular_step_rad
 
 PoseAt = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -28,10 +30,13 @@ CHUNK_PAIRS = 256  # pairs merged per vectorised batch (keeps the arrays in cach
 STEP_TURNS = 10
 """Turns with points, from a stream's start, over which its angular step is measured."""
 MAX_LAG_S = 5.0
-"""How far (s) one lidar's turns may run ahead of the other's in :class:`StreamingMerger`
-before its older turns are decided unpaired: a lidar that stopped (unplugged, or never up
-under ``--allow-missing``) does not make the merger hold the other's turns without
-bound. Turns that arrive later than this behind the other lidar's are unpaired."""
+"""How long (s of one lidar's data past its :data:`STEP_TURNS`-th turn with points) the
+merge waits for the other's before measuring the grid without it (a lidar up late or
+never): :func:`grid_turns`."""
+ALONE_AFTER_S = 0.3
+"""A turn goes out alone when the other lidar has no turn within this (s, or 3 × max_dt
+if more) of it: an A1 (5.5 Hz) alive has a turn within 0.18 s of any time even after a
+skipped turn, so only a partner silent for about 3 of its turns leaves one alone."""
 
 
 def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
@@ -43,11 +48,42 @@ def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
     return turns.select(slice(0, last + 1), 0, int(turns.offset[last] + turns.count[last]))
 
 
+def _tenth_centre(turns: LidarTurns) -> int:
+    """Centre (ns) of the :data:`STEP_TURNS`-th turn with points (int64 max if fewer)."""
+    full = np.flatnonzero(turns.count > 0)
+    if full.size < STEP_TURNS:
+        return int(np.iinfo(np.int64).max)
+    return int(turn_centres_ns(turns)[full[STEP_TURNS - 1]])
+
+
+def grid_turns(
+    front: LidarTurns, rear: LidarTurns, final: bool = True
+) -> tuple[LidarTurns, LidarTurns] | None:
+    """The turns the grid is measured on: each stream's :func:`first_turns`, but a stream
+    whose :data:`STEP_TURNS`-th turn with points centres after the other's data reached
+    :data:`MAX_LAG_S` past its own is left out (empty). None when that cannot be told
+    yet (a streaming merge waits), unless ``final`` (decide on what there is)."""
+    streams = (front, rear)
+    tenth = [_tenth_centre(t) for t in streams]
+    out = [first_turns(t) for t in streams]
+    big = int(np.iinfo(np.int64).max)
+    for k in (0, 1):
+        if tenth[1 - k] == big:
+            continue
+        tc = turn_centres_ns(streams[1 - k])
+        j = int(np.searchsorted(tc, tenth[1 - k] + round(MAX_LAG_S * 1e9)))
+        if j < tc.size and tc[j] < tenth[k]:
+            out[k] = LidarTurns.empty()
+            return out[0], out[1]
+    return (out[0], out[1]) if final or big not in tenth else None
+
+
 @dataclass
 class MergeResult:
-    """One merged turn per pair, the input turns that formed each pair (``front_index``,
-    ``rear_index``), the turns left without a partner within ``max_dt_s``, the pairs the
-    pose source does not cover (``outside_pose``) and the grid step (rad)."""
+    """One merged turn per pair or lone turn, the input turns of each (``front_index``,
+    ``rear_index``; -1: the side that was not there), the turns in no merged turn
+    (``unpaired_*``), the lone turns (``alone_*``), the merged turns the pose source does
+    not cover (``outside_pose``) and the grid step (rad)."""
 
     turns: LidarTurns
     front_index: np.ndarray
@@ -56,6 +92,8 @@ class MergeResult:
     unpaired_rear: int
     outside_pose: int
     step_rad: float
+    alone_front: int = 0
+    alone_rear: int = 0
 
 
 def _mid_ns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -105,6 +143,35 @@ def pair_turns(
     ia = np.arange(ta.size)
     ok = (b_to_a[a_to_b] == ia) & (np.abs(tb[a_to_b] - ta) <= max_dt_ns)
     return ia[ok], a_to_b[ok]
+
+
+def alone_turns(
+    own: LidarTurns, other: LidarTurns, paired: np.ndarray, centres: tuple[np.ndarray, np.ndarray],
+    alone_ns: int,
+) -> np.ndarray:
+    """Indices of ``own``'s turns with points, not in ``paired``, that no turn with points of
+    ``other`` centres within ``alone_ns`` (ns) of; ``centres``: both streams' (ns)."""
+    cand = own.count > 0
+    cand[paired] = False
+    oc = centres[1][other.count > 0]
+    if oc.size:
+        tc = centres[0]
+        j = np.clip(np.searchsorted(oc, tc), 1, max(oc.size - 1, 1))
+        near = np.minimum(np.abs(tc - oc[j - 1]), np.abs(oc[np.minimum(j, oc.size - 1)] - tc))
+        cand &= near > alone_ns
+    return np.flatnonzero(cand)
+
+
+def _with_alone(
+    i_f: np.ndarray, i_r: np.ndarray, a_f: np.ndarray, a_r: np.ndarray,
+    centres: tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs and lone turns (the absent side -1) in the order of their stamps."""
+    none_f, none_r = np.full(a_r.size, -1), np.full(a_f.size, -1)
+    f, r = np.r_[i_f, a_f, none_f].astype(np.int64), np.r_[i_r, none_r, a_r].astype(np.int64)
+    stamp = np.r_[_mid_ns(centres[0][i_f], centres[1][i_r]), centres[0][a_f], centres[1][a_r]]
+    order = np.argsort(stamp, kind="stable")
+    return f[order], r[order]
 
 
 def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
@@ -286,6 +353,12 @@ class MergeSetup:
                 )
             object.__setattr__(self, "footprint", fp)
 
+    def alone_ns(self) -> int:
+        """How far (ns) the other lidar's nearest turn must be for a turn to go out alone:
+        :data:`ALONE_AFTER_S`, or ``3 × max_dt_s`` if more (so a pair's turns are decided
+        together in a :class:`StreamingMerger`)."""
+        return round(max(ALONE_AFTER_S, 3 * self.max_dt_s) * 1e9)
+
     def steps(self, front: LidarTurns, rear: LidarTurns) -> tuple[float, float, float]:
         """The grid step, then the front and rear lidars' own angular steps (rad), measured on
         each stream's first :data:`STEP_TURNS` turns with points: the grid's is the finer of
@@ -298,6 +371,13 @@ class MergeSetup:
         return grid, (f if np.isfinite(f) else grid), (r if np.isfinite(r) else grid)
 
 
+def _at(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``values[idx]``, 0 where ``idx`` is -1 (a side absent)."""
+    if values.size == 0:
+        return np.zeros(idx.size, dtype=values.dtype)
+    return np.where(idx >= 0, values[np.maximum(idx, 0)], 0).astype(values.dtype)
+
+
 def merge_pairs(
     front: LidarTurns,
     rear: LidarTurns,
@@ -306,22 +386,24 @@ def merge_pairs(
     setup: MergeSetup,
     steps: tuple[float, float, float],
 ) -> tuple[LidarTurns, np.ndarray]:
-    """Merge the given pairs of turns with ``steps`` (:meth:`MergeSetup.steps`, rad);
-    returns the merged turns and a per-pair kept mask (False: the pose source does not
-    cover the pair's first point, last point or stamp)."""
+    """Merge the given pairs of turns (-1 on one side: the other's turn alone) with
+    ``steps`` (:meth:`MergeSetup.steps`, rad); returns the merged turns and a per-pair kept
+    mask (False: the pose source does not cover a turn's first point, last point or the
+    stamp)."""
     n_bins = max(8, round(TWO_PI / steps[0]))
-    tc_f, tc_r = turn_centres_ns(front)[i_f], turn_centres_ns(rear)[i_r]
-    stamp = _mid_ns(tc_f, tc_r)
+    tc_f, tc_r = _at(turn_centres_ns(front), i_f), _at(turn_centres_ns(rear), i_r)
+    stamp = np.where(i_r < 0, tc_f, np.where(i_f < 0, tc_r, _mid_ns(tc_f, tc_r)))
     kept = np.ones(stamp.size, dtype=bool)
     ref_pose = None
     pose_at = setup.pose_at
     if pose_at is not None and stamp.size:
         kept &= np.all(np.isfinite(np.column_stack(pose_at(stamp))), axis=1)
         for turns, idx in ((front, i_f), (rear, i_r)):
-            first = turns.offset[idx]
-            last = first + np.maximum(turns.count.astype(np.int64)[idx], 1) - 1
+            have = idx >= 0
+            first = turns.offset[idx[have]]
+            last = first + np.maximum(turns.count.astype(np.int64)[idx[have]], 1) - 1
             for t in (turns.t_ns[first], turns.t_ns[last]):
-                kept &= np.isfinite(pose_at(t)[0])
+                kept[have] &= np.isfinite(pose_at(t)[0])
         i_f, i_r, stamp = i_f[kept], i_r[kept], stamp[kept]
         ref_pose = pose_at(stamp)
     n_pairs = stamp.size
@@ -332,8 +414,9 @@ def merge_pairs(
         (rear, i_r, setup.rear_mount, steps[2]),
     )
     for turns, idx, mount, own in sides:
-        pts, pair = _pair_points(turns, idx)
-        x, y, pts, pair = _to_body(turns, pts, pair, mount, pose_at, ref_pose)
+        have = np.flatnonzero(idx >= 0)
+        pts, pair = _pair_points(turns, idx[have])
+        x, y, pts, pair = _to_body(turns, pts, have[pair], mount, pose_at, ref_pose)
         if setup.footprint is not None and x.size:
             out = ~points_in_polygon(x, y, setup.footprint)
             x, y, pts, pair = x[out], y[out], pts[out], pair[out]
@@ -343,12 +426,13 @@ def merge_pairs(
         merged_r = np.where(nearer, r, merged_r)
         merged_i = np.where(nearer, i, merged_i)
     width = TWO_PI / n_bins
+    alone = np.where((i_f < 0) | (i_r < 0), int(TurnFlag.SINGLE_LIDAR), 0)
     out = LidarTurns(
         t_first_ns=stamp,
         device_ns=np.full(n_pairs, NO_DEVICE_TIME, dtype=np.int64),
         speed_hz=np.full(n_pairs, np.nan),
         count=np.full(n_pairs, n_bins),
-        flags=front.flags[i_f] | rear.flags[i_r],
+        flags=(_at(front.flags, i_f) | _at(rear.flags, i_r) | alone).astype(np.uint16),
         angle=np.tile(np.arange(n_bins) * width, n_pairs),
         range=merged_r.ravel(),
         intensity=merged_i.ravel(),
@@ -358,90 +442,143 @@ def merge_pairs(
 
 
 def merge_scans(front: LidarTurns, rear: LidarTurns, setup: MergeSetup) -> MergeResult:
-    """Pair and merge two whole streams into 360° scans in the body frame (module docstring).
+    """Pair and merge two whole streams into 360° scans in the body frame, each turn
+    without a partner within :meth:`MergeSetup.alone_ns` alone (module docstring).
 
     Raises:
         FusionError: no angular step can be measured.
     """
-    steps = setup.steps(front, rear)
-    i_f, i_r = pair_nonempty(front, rear, setup.max_dt_s)
+    grid = grid_turns(front, rear)
+    assert grid is not None  # final: always decided
+    steps = setup.steps(*grid)
+    centres = (turn_centres_ns(front), turn_centres_ns(rear))
+    p_f, p_r = pair_nonempty(front, rear, setup.max_dt_s, centres)
+    a_f = alone_turns(front, rear, p_f, centres, setup.alone_ns())
+    a_r = alone_turns(rear, front, p_r, centres[::-1], setup.alone_ns())
+    i_f, i_r = _with_alone(p_f, p_r, a_f, a_r, centres)
     parts = [
         merge_pairs(front, rear, i_f[k : k + CHUNK_PAIRS], i_r[k : k + CHUNK_PAIRS], setup, steps)
         for k in range(0, max(i_f.size, 1), CHUNK_PAIRS)
     ]
     merged = LidarTurns.concat([p[0] for p in parts])
     kept = np.concatenate([p[1] for p in parts])
-    unpaired = int(front.n_turns - i_f.size), int(rear.n_turns - i_r.size)
+    unpaired = front.n_turns - p_f.size - a_f.size, rear.n_turns - p_r.size - a_r.size
     step = TWO_PI / max(8, round(TWO_PI / steps[0]))
-    return MergeResult(merged, i_f[kept], i_r[kept], *unpaired, int(np.sum(~kept)), step)
+    return MergeResult(merged, i_f[kept], i_r[kept], *unpaired, int(np.sum(~kept)), step,
+                       a_f.size, a_r.size)  # fmt: skip
 
 
 class StreamingMerger:
     """Incremental merge for capture: push turns as they arrive, get merged turns back,
-    equal to :func:`merge_scans` over the whole streams, delayed by about ``2 × max_dt_s``
-    plus one turn (and until both streams have :data:`STEP_TURNS` turns with points), as
-    long as neither lidar falls :data:`MAX_LAG_S` behind the other. Not thread-safe: call
-    from one thread."""
+    equal to :func:`merge_scans` over the whole streams as long as each turn arrives before
+    the other lidar's data ran ``alone_ns + 2 × max_dt_s`` past it (later ones are counted
+    unpaired). A pair comes out about ``2 × max_dt_s`` plus one turn after its later turn,
+    a lone turn ``alone_ns + 2 × max_dt_s`` after it, nothing before the grid is known
+    (:func:`grid_turns`). Not thread-safe: call from one thread.
 
-    def __init__(self, setup: MergeSetup) -> None:
+    Args:
+        setup: mounts, footprint, pose, pairing window.
+        on_alone: called with (stamp ns, ``"front"``/``"rear"``) at the first lone turn
+            of a lidar and (stamp ns, None) at the first pair after lone turns.
+    """
+
+    def __init__(
+        self, setup: MergeSetup, on_alone: Callable[[int, str | None], None] | None = None
+    ) -> None:
         self.setup = setup
+        self.on_alone = on_alone
         self._buf = {"front": LidarTurns.empty(), "rear": LidarTurns.empty()}
-        self._done_ns = np.iinfo(np.int64).min
+        self._done = (np.iinfo(np.int64).min, np.iinfo(np.int64).min)  # pairs', lone turns'
         self._steps: tuple[float, float, float] | None = None
+        self._alone_side: str | None = None
+        self._counted = {"front": np.empty(0, np.int64), "rear": np.empty(0, np.int64)}
         self.unpaired = {"front": 0, "rear": 0}
+        self.alone = {"front": 0, "rear": 0}
 
     def push(self, which: str, turns: LidarTurns) -> LidarTurns:
-        """Add ``turns`` of ``"front"`` or ``"rear"``; return the pairs now final (maybe none)."""
+        """Add ``turns`` of ``"front"`` or ``"rear"``; return the merged turns now final
+        (maybe none). Turns centred at or before what was decided are counted unpaired."""
         if which not in self._buf:
             raise FusionError(f"push 'front' or 'rear' turns, not {which!r}")
+        late = int(np.searchsorted(turn_centres_ns(turns), self._done[1], side="right"))
+        if late:
+            self.unpaired[which] += late
+            start = int(turns.offset[late]) if late < turns.n_turns else turns.n_points
+            turns = turns.select(slice(late, turns.n_turns), start, turns.n_points)
         self._buf[which] = LidarTurns.concat([self._buf[which], turns])
         sides = (self._buf["front"], self._buf["rear"])
         centres = (turn_centres_ns(sides[0]), turn_centres_ns(sides[1]))
         ends = [int(tc[-1]) for tc in centres if tc.size]
         if not ends:
             return LidarTurns.empty()
-        ready = len(ends) == 2 and (
-            self._steps is not None
-            or min(int(np.count_nonzero(t.count > 0)) for t in sides) >= STEP_TURNS
-        )
-        horizon = min(ends) - 2 * round(self.setup.max_dt_s * 1e9) if ready else None
-        stale = max(ends) - round(MAX_LAG_S * 1e9)  # the side ahead gives up older turns
-        if len(ends) < 2 or min(ends) < stale:
-            horizon = stale if horizon is None else max(horizon, stale)
-        return LidarTurns.empty() if horizon is None else self._emit(horizon, ready, centres)
+        if self._steps is None:
+            grid = grid_turns(*sides, final=False)
+            if grid is None:
+                return LidarTurns.empty()
+            self._steps = self.setup.steps(*grid)
+        two_dt, alone = 2 * round(self.setup.max_dt_s * 1e9), self.setup.alone_ns()
+        stale = max(ends) - alone - two_dt  # the other lidar is silent or late
+        low = min(ends) if len(ends) == 2 else stale
+        return self._emit((max(low - two_dt, stale), max(low - alone, stale)), centres)
 
     def flush(self) -> LidarTurns:
-        """Merge every pair still pending (at the end of a capture)."""
-        return self._emit(np.iinfo(np.int64).max, merge=True)
+        """Merge everything still pending (at the end of a capture)."""
+        if not (self._buf["front"].n_turns or self._buf["rear"].n_turns):
+            return LidarTurns.empty()
+        if self._steps is None:
+            grid = grid_turns(self._buf["front"], self._buf["rear"])
+            assert grid is not None  # final: always decided
+            self._steps = self.setup.steps(*grid)
+        big = int(np.iinfo(np.int64).max)
+        return self._emit((big, big))
 
     def _emit(
-        self, horizon_ns: int, merge: bool, centres: tuple[np.ndarray, np.ndarray] | None = None
+        self, horizons: tuple[int, int], centres: tuple[np.ndarray, np.ndarray] | None = None
     ) -> LidarTurns:
-        """The pairs final at ``horizon_ns`` merged (when ``merge``: the angular steps are
-        known or measurable), the turns it decides unpaired counted, the rest kept;
-        ``centres``: the buffers' turn centres (ns) when :meth:`push` computed them."""
+        """The pairs whose later turn is at or before ``horizons[0]`` (ns) and the lone
+        turns at or before ``horizons[1]`` merged, the turns decided unpaired counted, the
+        rest kept; ``centres``: the buffers' turn centres (ns) when :meth:`push` has them."""
+        assert self._steps is not None
         front, rear = self._buf["front"], self._buf["rear"]
-        tc_f, tc_r = centres or (turn_centres_ns(front), turn_centres_ns(rear))
-        i_f = i_r = np.empty(0, np.int64)
-        merged = LidarTurns.empty()
-        if merge and front.n_turns and rear.n_turns:
-            if self._steps is None:
-                self._steps = self.setup.steps(front, rear)
-            i_f, i_r = pair_nonempty(front, rear, self.setup.max_dt_s, (tc_f, tc_r))
-            latest = np.maximum(tc_f[i_f], tc_r[i_r])
-            new = (latest <= horizon_ns) & (latest > self._done_ns)
-            merged, _ = merge_pairs(front, rear, i_f[new], i_r[new], self.setup, self._steps)
-        for name, tc, used in (("front", tc_f, i_f), ("rear", tc_r, i_r)):
-            decided = (tc <= horizon_ns) & (tc > self._done_ns)
+        tc = centres or (turn_centres_ns(front), turn_centres_ns(rear))
+        p_f, p_r = pair_nonempty(front, rear, self.setup.max_dt_s, tc)
+        # a partner that came after its turn was decided (a late lidar) pairs no more
+        stale = np.isin(tc[0][p_f], self._counted["front"])
+        stale |= np.isin(tc[1][p_r], self._counted["rear"])
+        p_f, p_r = p_f[~stale], p_r[~stale]
+        latest = np.maximum(tc[0][p_f], tc[1][p_r])
+        new = (latest <= horizons[0]) & (latest > self._done[0])
+        lone = []
+        for name, own, other, k, used in (
+            ("front", front, rear, 0, p_f), ("rear", rear, front, 1, p_r)
+        ):
+            decided = (tc[k] <= horizons[1]) & (tc[k] > self._done[1])
+            a = alone_turns(own, other, used, (tc[k], tc[1 - k]), self.setup.alone_ns())
+            a = a[decided[a]]
             decided[used] = False
-            self.unpaired[name] += int(decided.sum())
-        if horizon_ns > self._done_ns:
-            self._done_ns = horizon_ns
-        keep_from = self._done_ns - 2 * round(self.setup.max_dt_s * 1e9)
-        for name, tc in (("front", tc_f), ("rear", tc_r)):
-            k = int(np.searchsorted(tc, keep_from, side="left"))
+            self.unpaired[name] += int(decided.sum()) - a.size
+            self.alone[name] += a.size
+            self._counted[name] = np.r_[self._counted[name], tc[k][decided]]
+            lone.append(a)
+        i_f, i_r = _with_alone(p_f[new], p_r[new], lone[0], lone[1], tc)
+        merged, kept = merge_pairs(front, rear, i_f, i_r, self.setup, self._steps)
+        self._report(merged.t_first_ns, i_f[kept], i_r[kept])
+        self._done = (max(self._done[0], horizons[0]), max(self._done[1], horizons[1]))
+        keep_from = self._done[1] - self.setup.alone_ns()
+        for name, t_c in (("front", tc[0]), ("rear", tc[1])):
+            self._counted[name] = self._counted[name][self._counted[name] >= keep_from]
+            k = int(np.searchsorted(t_c, keep_from, side="left"))
             if k:
                 t = self._buf[name]
                 start = int(t.offset[k]) if k < t.n_turns else t.n_points
                 self._buf[name] = t.select(slice(k, t.n_turns), start, t.n_points)
         return merged
+
+    def _report(self, stamps: np.ndarray, i_f: np.ndarray, i_r: np.ndarray) -> None:
+        """Call :attr:`on_alone` where the merged turns change between pairs and lone turns."""
+        for stamp, f, r in zip(stamps.tolist(), i_f.tolist(), i_r.tolist(), strict=True):
+            side = None if f >= 0 and r >= 0 else ("front" if f >= 0 else "rear")
+            if side != self._alone_side:
+                self._alone_side = side
+                if self.on_alone is not None:
+                    self.on_alone(stamp, side)

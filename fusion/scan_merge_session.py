@@ -45,7 +45,9 @@ class SessionMerge:
             "stream": MERGED_STREAM,
             "front": self.front,
             "rear": self.rear,
-            "pairs": int(r.turns.n_turns),
+            "pairs": int(np.count_nonzero((r.front_index >= 0) & (r.rear_index >= 0))),
+            "alone_front": r.alone_front,
+            "alone_rear": r.alone_rear,
             "unpaired_front": r.unpaired_front,
             "unpaired_rear": r.unpaired_rear,
             "outside_pose": r.outside_pose,
@@ -122,8 +124,8 @@ def merge_session(
         label, config_text = s.label, s.config_text
     if result.turns.n_turns == 0:
         raise FusionError(
-            f"no {front}/{rear} turns within {max_dt_s:g} s of each other (or inside the pose "
-            "stream): nothing to merge; check the streams' times or raise --max-dt"
+            f"no {front}/{rear} turns with points (or inside the pose stream): nothing to "
+            "merge; check the streams' times"
         )
     out = Path(output)
     with SessionWriter(

@@ -145,7 +145,7 @@ class MergeWorker:
         self.sides = {front: "front", rear: "rear"}
         self.setup = setup
         self.publish = publish
-        self.merger = StreamingMerger(setup)
+        self.merger = StreamingMerger(setup, self._alone)
         self.writer: SessionWriter | None = None
         self.merged = 0
         self.last_error: str | None = None
@@ -191,8 +191,19 @@ class MergeWorker:
         self.publish(merged)
 
     def unpaired(self) -> dict[str, int]:
-        """Turns of each lidar left without a partner so far."""
+        """Turns of each lidar in no merged scan so far."""
         return {name: self.merger.unpaired[side] for name, side in self.sides.items()}
+
+    def alone(self) -> dict[str, int]:
+        """Merged scans of each lidar alone (the other silent) so far."""
+        return {name: self.merger.alone[side] for name, side in self.sides.items()}
+
+    def _alone(self, t_ns: int, side: str | None) -> None:
+        names = {v: k for k, v in self.sides.items()}
+        message = ("merge: pairs again" if side is None else
+                   f"merge: {names[side]} alone ({names['rear' if side == 'front' else 'front']} "
+                   "silent): single-lidar scans")  # fmt: skip
+        live_event(self.writer, "note", message, t_ns)
 
 
 class LiveRuntime:
@@ -480,6 +491,7 @@ def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
         "aiding_late": counters.aid_late if counters is not None else 0,
         "merged_scans": st.merged,
         "unpaired_turns": st.unpaired,
+        "single_lidar_scans": runtime.merge.alone() if runtime.merge is not None else {},
         "view": None if view is None
         else {"port": st.port, "published": dict(view.published), "dropped": view.dropped},
         "udp": None if runtime.udp is None
@@ -500,7 +512,8 @@ def format_live_summary(doc: Mapping[str, Any]) -> str:
     """:func:`live_summary` as lines for the terminal."""
     unpaired = ", ".join(f"{k} {v}" for k, v in doc["unpaired_turns"].items())
     lines = [f"live: {doc['filter_steps']} filter steps over {doc['frames_filtered']} frames, "
-             f"{doc['merged_scans']} merged scans" + (f", unpaired {unpaired}" if unpaired else "")]
+             f"{doc['merged_scans']} merged scans" + (f", unpaired {unpaired}" if unpaired else "")
+             + "".join(f", {k} alone {v}" for k, v in doc["single_lidar_scans"].items() if v)]
     for key, what in (("view", "foxglove ws port {port}"), ("udp", ""),
                       ("ros2", "ros2 domain {domain}")):  # fmt: skip
         if (d := doc[key]) is None:

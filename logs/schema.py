@@ -32,6 +32,8 @@ class TurnFlag(IntFlag):
     """The first complete turn after the device was reconnected."""
     CRC_ERRORS = 4
     """At least one packet failed its check while this turn was assembled."""
+    SINGLE_LIDAR = 8
+    """A merged turn of one lidar alone: the other had no turn near it (docs/LIDAR.md)."""
 
 
 class PoseFlag(IntFlag):

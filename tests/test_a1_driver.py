@@ -264,6 +264,9 @@ def test_a_different_unit_on_the_path_after_an_unplug_is_refused_not_recorded(tm
     assert sc.link.reconnects == 0 and turns.n_turns == 0
     assert "reconnect" not in [e[1] for e in events]
     assert "AB" * 16 in (sc.link.last_error or "") and first in sc.link.last_error
+    # one event says why the device stays down, however many retries
+    refused = [m for _, kind, m in events if kind == "error" and "reopen refused" in m]
+    assert len(refused) == 1 and "AB" * 16 in refused[0] and first in refused[0]
 
 
 def test_stall_gives_stale_event_then_resumes():

@@ -233,3 +233,34 @@ def test_decode_a1_of_the_express_session_reproduces_its_turns(express_capture, 
     np.testing.assert_array_equal(
         np.diff(bare.turns.device_ns[j : j + k]), live.count[: k - 1] * 254_000
     )
+
+
+def _median_lag_ms(mode: str) -> float:
+    """Median host time of the points of 2 s of a scan in ``mode`` at real rate, less the
+    emulator's time of each sample (its clock on the host's), in ms."""
+    with A1Emulator(speed=1.0) as emu:
+        emu.port.write_timeout_s = 30.0
+        sc = A1Scanner(emu.path, read_timeout_s=0.5, scan_mode=mode)
+        sc.open()
+        sc.start()
+        out, end = [], time.monotonic() + 2.0
+        while time.monotonic() < end:
+            out.append(sc.poll(0.05)[2])
+        sc.close()
+        truth, t0_ns = emu.truth(), emu.clock.t0_ns
+    turns = LidarTurns.concat(out)
+    sel = truth.delivered
+    first = np.flatnonzero(truth.start[sel])[0]  # the first turn's first point
+    taken = t0_ns + truth.t_s[sel][first : first + turns.n_points] * 1e9
+    return float(np.median(turns.t_ns - taken)) / 1e6
+
+
+@pytest.mark.usefixtures("warm_readers")  # a compile in the middle stalls the reads
+def test_express_samples_are_timed_like_standard_nodes():
+    # A capsule is decoded when the next one arrives, one capsule (32 × 254 µs = 8.1 ms)
+    # later: its samples took that read's time, 10.6-11.9 ms later than standard nodes
+    # against the emulator's sample times (express median 12.6 ms, standard 0.7-2.1 ms).
+    # Timed one capsule before the read, 3.8 ms remain: the emulator sends every 10 ms,
+    # the last capsule of a send on average half of that after its last sample.
+    capsule_ms = 32 * REAL_EXPRESS_US / 1000
+    assert abs(_median_lag_ms("express") - _median_lag_ms("standard")) < capsule_ms

@@ -25,7 +25,7 @@ from sensorbench.fusion.scan_merge import (
     turn_centres_ns,
 )
 from sensorbench.fusion.scan_merge_session import merge_session
-from sensorbench.logs import LidarTurns, PoseBatch, Session
+from sensorbench.logs import LidarTurns, PoseBatch, Session, TurnFlag
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import SIM_T0_NS, Simulation, simulate_to_session
 from sensorbench.sim.world import Obstacle, World, box_vertices
@@ -157,20 +157,30 @@ def test_pairs_farther_than_max_dt_are_not_merged():
     setup = MergeSetup(Mount(*FRONT), Mount(*REAR), max_dt_s=0.1)
     res = merge_scans(front, rear, setup)
     tc_f, tc_r = turn_centres_ns(front), turn_centres_ns(rear)
-    dt = np.abs(tc_f[res.front_index] - tc_r[res.rear_index])
+    both = (res.front_index >= 0) & (res.rear_index >= 0)
+    i_f, i_r = res.front_index[both], res.rear_index[both]
+    dt = np.abs(tc_f[i_f] - tc_r[i_r])
     assert np.all(dt <= 0.1e9)
     # brute force: a front turn farther than 0.1 s from every rear turn is never merged
-    lonely = np.min(np.abs(tc_f[:, None] - tc_r[None, :]), axis=1) > 0.1e9
+    # with one, and goes out alone when farther than alone_ns (0.3 s)
+    far = np.min(np.abs(tc_f[:, None] - tc_r[None, :]), axis=1)
+    lonely = far > 0.1e9
     assert lonely.sum() >= 10
-    assert not np.any(np.isin(np.flatnonzero(lonely), res.front_index))
-    assert res.unpaired_front >= lonely.sum()
+    assert not np.any(np.isin(np.flatnonzero(lonely), i_f))
+    alone = np.flatnonzero(far > setup.alone_ns())
+    assert alone.size >= 5 and res.alone_rear == 0
+    assert res.front_index[~both].tolist() == alone.tolist() and res.alone_front == alone.size
+    assert res.unpaired_front >= lonely.sum() - alone.size
+    flagged = (res.turns.flags & int(TurnFlag.SINGLE_LIDAR)) != 0
+    assert flagged.tolist() == (~both).tolist()
+    assert np.all(np.diff(res.turns.t_first_ns) > 0)
     # stamps halfway between the two turns
-    assert np.all(
-        np.abs(res.turns.t_first_ns - (tc_f[res.front_index] + tc_r[res.rear_index]) / 2) <= 1
-    )
+    assert np.all(np.abs(res.turns.t_first_ns[both] - (tc_f[i_f] + tc_r[i_r]) / 2) <= 1)
+    assert np.array_equal(res.turns.t_first_ns[~both], tc_f[alone])
     tight = merge_scans(front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), max_dt_s=0.02))
     assert tight.turns.n_turns < res.turns.n_turns
-    assert np.all(np.abs(tc_f[tight.front_index] - tc_r[tight.rear_index]) <= 0.02e9)
+    pairs = (tight.front_index >= 0) & (tight.rear_index >= 0)
+    assert np.all(np.abs(tc_f[tight.front_index[pairs]] - tc_r[tight.rear_index[pairs]]) <= 0.02e9)
 
 
 def _wall_smear(world_pose, merged: LidarTurns) -> float:
@@ -209,54 +219,130 @@ def test_motion_compensation_reduces_wall_smear():
     assert smear_plain >= 3 * smear_comp
 
 
-def test_streaming_merger_equals_offline():
-    world, pose = U.room(), U.turning(0.5)
-    front, rear = _pair_of_scans(world, pose, duration_s=4.0, rate_hz=10.0, sps=5000.0)
-    rear = LidarTurns.concat([rear.turn(i) for i in range(rear.n_turns) if i % 7 != 3])
-    setup = MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=lambda t: pose(t * 1e-9))
-    offline = merge_scans(front, rear, setup)
+def _stream(setup: MergeSetup, front: LidarTurns, rear: LidarTurns, late_s: float = 0.0):
+    """Push both streams turn by turn in the order their last points arrive (the rear's
+    after 1.5 s ``late_s`` later), then flush; the merger, its output, its on_alone calls
+    and the front turns it held after each front push."""
     ends = []
     for name, t in (("front", front), ("rear", rear)):
         last = t.t_ns[t.offset + t.count - 1]
+        if name == "rear":
+            last = np.where(last > 1.5e9, last + round(late_s * 1e9), last)
         ends += [(int(last[i]), name, i) for i in range(t.n_turns)]
-    sm = StreamingMerger(setup)
-    out = [
-        sm.push(name, (front if name == "front" else rear).turn(i)) for _, name, i in sorted(ends)
-    ]
+    calls: list = []
+    held: list = []
+    sm = StreamingMerger(setup, on_alone=lambda t, side: calls.append((t, side)))
+    out = []
+    for _, name, i in sorted(ends):
+        out.append(sm.push(name, (front if name == "front" else rear).turn(i)))
+        if name == "front":
+            held.append(sm._buf["front"].n_turns)
     out.append(sm.flush())
-    online = LidarTurns.concat(out)
+    return sm, LidarTurns.concat(out), calls, held
+
+
+@pytest.mark.parametrize("gap_s", [0.0, 2.0, 7.0])
+def test_streaming_merger_equals_offline(gap_s):
+    # the rear silent for gap_s (unplugged) after 2 s: the front goes out alone, flagged,
+    # from alone_ns after the rear's last turn to alone_ns before its first again
+    world, pose = U.room(), U.turning(0.5)
+    front, rear = _pair_of_scans(world, pose, duration_s=12.0, rate_hz=10.0, sps=5000.0)
+    tc = turn_centres_ns(rear)
+    gone = (tc > 2e9) & (tc < (2 + gap_s) * 1e9)
+    rear = LidarTurns.concat(
+        [rear.turn(i) for i in range(rear.n_turns) if i % 7 != 3 and not gone[i]]
+    )
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=lambda t: pose(t * 1e-9))
+    offline = merge_scans(front, rear, setup)
+    sm, online, calls, _ = _stream(setup, front, rear)
     assert np.array_equal(online.t_first_ns, offline.turns.t_first_ns)
     assert np.array_equal(online.range, offline.turns.range)
+    assert np.array_equal(online.flags, offline.turns.flags)
     assert sm.unpaired == {"front": offline.unpaired_front, "rear": offline.unpaired_rear}
+    assert sm.alone == {"front": offline.alone_front, "rear": offline.alone_rear}
+    alone = (online.flags & int(TurnFlag.SINGLE_LIDAR)) != 0
+    tc_r = turn_centres_ns(rear)
+    last, back = tc_r[tc_r < 2.05e9].max(), tc_r[tc_r > 2.05e9].min()
+    t, d = online.t_first_ns, setup.alone_ns()
+    assert alone.tolist() == ((t > last + d) & (t < back - d)).tolist()
+    assert alone.sum() >= 10 * (gap_s - 2 * 0.35)  # 10 Hz, 0.3 s + a turn off each end
+    if gap_s:  # an on_alone call at the first lone turn and at the first pair after
+        after = int(t[~alone & (t > t[alone][-1])][0])
+        assert calls == [(int(t[alone][0]), "front"), (after, None)]
+    else:
+        assert calls == []
     with pytest.raises(FusionError):
         sm.push("left", front.turn(0))
+
+
+def test_a_lone_turn_is_the_surviving_lidar_on_the_room():
+    # the front sees ±100° around its axis, the rear is gone: the scan's front half is the
+    # room (ray-cast from the body at the stamp), the half behind holds no return
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    front, _ = _pair_of_scans(world, pose)
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR))
+    res = merge_scans(_view(front, 100), LidarTurns.empty(), setup)
+    assert res.turns.n_turns == res.alone_front == front.n_turns
+    assert np.all(res.turns.flags & int(TurnFlag.SINGLE_LIDAR))
+    a = res.turns.angle.astype(float)
+    behind = np.minimum(np.abs(a - np.pi), 2 * np.pi - np.abs(a - np.pi)) < np.radians(60)
+    assert np.all(np.isinf(res.turns.range[behind]))
+    x, y, yaw = pose(np.zeros(1))
+    one = res.turns.turn(0)
+    truth = _truth_from_body(world, pose, res.turns, 0)
+    o, step = np.array([x[0], y[0]]), res.step_rad
+    side = [world.raycast(o, yaw[0] + one.angle + d) for d in (-step, step)]
+    with np.errstate(invalid="ignore"):
+        smooth = np.abs(side[0] + side[1] - 2 * truth) < 0.01
+    # and unshadowed from the front lidar (parallax: 16 of 1856 bins are not)
+    fx, fy = x[0] + np.cos(yaw[0]) * FRONT[0], y[0] + np.sin(yaw[0]) * FRONT[0]
+    px, py = x[0] + truth * np.cos(yaw[0] + one.angle), y[0] + truth * np.sin(yaw[0] + one.angle)
+    with np.errstate(invalid="ignore"):
+        seen = world.raycast(np.array([fx, fy]), np.arctan2(py - fy, px - fx)) >= np.hypot(
+            px - fx, py - fy) - 1e-3
+    ahead = (np.minimum(one.angle, 2 * np.pi - one.angle) < np.radians(60)) & smooth & seen
+    err = np.concatenate(
+        [res.turns.turn(i).range[ahead] - truth[ahead] for i in range(res.turns.n_turns)]
+    )
+    # as the pairs: ≤ σ per bin after interpolation; over N ≈ 3000 bins P(> 4.5σ)·N ≈ 0.02
+    assert err.size > 1000 and np.max(np.abs(err)) <= 4.5 * SIGMA
+    assert abs(np.mean(err)) <= 3 * SIGMA / np.sqrt(err.size)
 
 
 @pytest.mark.parametrize("rear_turns", [0, 20])
 def test_streaming_merger_holds_bounded_turns_while_one_lidar_is_gone(rear_turns):
     # the rear unplugged after 2 s (or never up): the front's turns were held, and copied on
-    # every push, without bound (257 turns after a minute, 3 282 after ten); now those more
-    # than MAX_LAG_S behind the front's latest are decided unpaired
+    # every push, without bound (257 turns after a minute, 3 282 after ten); now they go out
+    # alone alone_ns + 2 max_dt after their time (after the grid is known: MAX_LAG_S past
+    # the front's tenth turn when the rear never came)
     world, pose = U.room(), U.turning(0.5)
     front, rear = _pair_of_scans(world, pose, duration_s=12.0, rate_hz=10.0, sps=2000.0)
     rear = LidarTurns.concat([rear.turn(i) for i in range(rear_turns)])
     setup = MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=lambda t: pose(t * 1e-9))
-    sm = StreamingMerger(setup)
-    for i in range(rear.n_turns):
-        sm.push("rear", rear.turn(i))
-    merged, held = 0, []
-    for i in range(front.n_turns):
-        merged += sm.push("front", front.turn(i)).n_turns
-        held.append(sm._buf["front"].n_turns)
-    bound = (MAX_LAG_S + 2 * setup.max_dt_s) * 10.0 + 2  # 10 turns a second
-    assert bound < front.n_turns / 2  # the drive outlasts the bound: it bites
-    assert max(held) <= bound, (max(held), bound)
-    tc = turn_centres_ns(front)
-    given_up = np.count_nonzero(tc <= tc[-1] - MAX_LAG_S * 1e9)
-    assert sm.unpaired["front"] + merged >= given_up
-    merged += sm.flush().n_turns
-    assert merged == (merge_scans(front, rear, setup).turns.n_turns if rear_turns else 0)
-    assert sm.unpaired["front"] + merged == front.n_turns  # each front turn decided once
+    sm, online, _, held = _stream(setup, front, rear)
+    merged = online.n_turns
+    window = 2 * setup.alone_ns() * 1e-9 + 2 * setup.max_dt_s
+    bound = window * 10.0 + 2  # 10 turns a second
+    start = 0 if rear_turns else round((MAX_LAG_S + 1) * 10) + 1  # the grid wait
+    assert max(held[start:]) <= bound, (max(held[start:]), bound)
+    offline = merge_scans(front, rear, setup)
+    assert merged == offline.turns.n_turns and sm.alone["front"] == offline.alone_front > 60
+    assert sm.unpaired["front"] + sm.alone["front"] + np.sum(offline.front_index >= 0) - \
+        offline.alone_front == front.n_turns  # each front turn decided once
+
+
+def test_a_turn_later_than_the_deadline_is_counted_unpaired():
+    # the rear's turns delivered 1 s after their time: past alone_ns + 2 max_dt (0.5 s) the
+    # front's went out alone, and each late rear turn is counted unpaired (was: not at all)
+    world, pose = U.room(), U.still(0.5, -0.3, 0.7)
+    front, rear = _pair_of_scans(world, pose, duration_s=4.0, rate_hz=10.0, sps=2000.0)
+    setup = MergeSetup(Mount(*FRONT), Mount(*REAR))
+    sm, online, _, _ = _stream(setup, front, rear, late_s=1.0)
+    paired = np.count_nonzero((online.flags & int(TurnFlag.SINGLE_LIDAR)) == 0)
+    for name, t in (("front", front), ("rear", rear)):  # each turn decided once
+        assert sm.unpaired[name] + sm.alone[name] + paired == t.n_turns
+    tc = turn_centres_ns(rear)  # these arrive ≥ 1 s late: after the front's went alone
+    assert sm.unpaired["rear"] >= np.count_nonzero((tc > 2e9) & (tc < 3e9)) >= 9
 
 
 def test_bad_setup_is_rejected():
@@ -288,7 +374,8 @@ def test_merge_command_on_simulated_session(tmp_path):
     assert doc["mounts_from"] == "stream attrs" and doc["footprint"] is True
     with Session(out) as s, Session(path) as src:
         merged = s.lidar("merged").read()
-        assert merged.n_turns == doc["pairs"] >= src.lidar("lidar_front").n_turns - 2
+        assert merged.n_turns == doc["pairs"] + doc["alone_front"] + doc["alone_rear"]
+        assert doc["pairs"] >= src.lidar("lidar_front").n_turns - 2
     sim = Simulation("lidar_static", 2)
     x, y, yaw = sim.trajectory.pose(np.zeros(1))
     p = sim.lidar("lidar_front").params

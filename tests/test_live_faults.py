@@ -34,7 +34,7 @@ from sensorbench.fusion.pod_kinematics import load_pod_model
 from sensorbench.live.odometry import OdometryModels
 from sensorbench.live.runtime import LiveOptions, LiveRuntime, live_failures, live_summary
 from sensorbench.live.udp import PREDICTED, unpack
-from sensorbench.logs import PoseFlag, Session
+from sensorbench.logs import PoseFlag, Session, TurnFlag
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
 # the live subprocess's start-up deadlines assume compiled reader kernels and filters
@@ -134,15 +134,23 @@ def test_an_unplugged_a1_leaves_the_filters_and_the_other_devices_going(tmp_path
         kinds = [e.kind for e in s.events() if e.source == "lidar_rear"]
         assert "unplug" in kinds and "reconnect" in kinds
         est = s.pose("estimate").read()
-        merged = s.lidar("merged").read().t_first_ns
+        merged = s.lidar("merged").read()
+        notes = [e.message for e in s.events() if e.source == "live"]
     # the filters did not notice: an estimate every 5 ms frame through the unplug
     during = (est.t_ns > t_unplug) & (est.t_ns < t_replug)
     assert np.count_nonzero(during) > 0.8 * 200 * 3.0
     assert np.diff(est.t_ns[during]).max() < 0.02e9
-    # the merge has its gap, and merges again after the replug
-    assert np.diff(merged).max() > 2.5e9 and np.count_nonzero(merged > t_replug) >= 3
+    # the merge carries lidar_front alone through the unplug (it had a 3 s hole), flagged
+    # and said, and merges pairs again after the replug
+    t, alone = merged.t_first_ns, (merged.flags & int(TurnFlag.SINGLE_LIDAR)) != 0
+    inside = (t > t_unplug) & (t < t_replug)
+    assert np.diff(t[inside]).max() < 0.5e9 and np.count_nonzero(alone & inside) > 10
+    assert np.count_nonzero(~alone & (t > t_replug)) >= 3
+    assert "merge: lidar_front alone (lidar_rear silent): single-lidar scans" in notes
+    assert "merge: pairs again" in notes
     live = live_summary(runtime)
-    assert live["unpaired_turns"]["lidar_front"] > 5 and live["errors"] == []
+    assert live["single_lidar_scans"]["lidar_front"] == np.count_nonzero(alone) > 10
+    assert live["errors"] == []
     # UDP went on at the step rate
     stamps = np.array([d.stamp_ns for _, d in udp.got])
     assert np.count_nonzero((stamps > t_unplug) & (stamps < t_replug)) > 30
