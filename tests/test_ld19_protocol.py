@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from ld19_util import (
@@ -104,6 +106,32 @@ def test_any_chunking_gives_the_same_packets(chunk):
     assert c.bytes == len(stream)
     assert c.bytes == 47 * c.packets + c.bytes_skipped + p.pending_bytes
     assert p.pending_bytes == 1  # the trailing 0x54 may still start a packet
+
+
+def test_scan_holds_packets_until_taken_and_says_where_angles_step_back():
+    # 2100 packets in 100-byte reads, scanned and then taken at once: the packets feed
+    # gives read by read, in one batch (held past the 1024-packet block they start in);
+    # each scan says whether its packets' native angles step back (a turn ends there)
+    raw, _ = _packets(2100)
+    reads = [raw[i : i + 100] for i in range(0, len(raw), 100)]
+    feeder, p = LD19Parser(), LD19Parser()
+    fed = [feeder.feed(r) for r in reads]
+    back, expected, angles = [], [], [-1]  # the native angles so far, start, end, start...
+    for r, pk in zip(reads, fed, strict=True):
+        assert p.scan(r) == len(pk) and p.unread == sum(len(f) for f in fed[: len(back) + 1])
+        back.append(p.stepped_back)
+        new = np.stack([pk.start_cdeg, pk.end_cdeg], axis=1).ravel().tolist()
+        expected.append(any(b < a for a, b in itertools.pairwise(angles[-1:] + new)))
+        angles += new
+    got, want = p.take(), LD19Packets.concat(fed)
+    assert back == expected and sum(back) == 55  # 2100 packets of 9.6 deg: 55 wraps
+    for a, b in ((got.fields, want.fields), (got.distance_mm, want.distance_mm),
+                 (got.intensity, want.intensity)):  # fmt: skip
+        assert np.array_equal(a, b)
+    assert len(p.take()) == 0 and p.unread == 0
+    p.scan(raw[:470])
+    p.resync()  # a reconnect drops the packets not taken
+    assert p.unread == 0 and len(p.take()) == 0
 
 
 def test_corrupted_packet_costs_one_packet_and_resyncs_by_one_byte():
