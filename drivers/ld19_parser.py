@@ -361,15 +361,6 @@ class LD19Packets:
         return cls(np.zeros((_ROWS, 0), np.int64), np.zeros((0, POINTS_PER_PACKET), np.uint16),
             np.zeros((0, POINTS_PER_PACKET), np.uint8))
 
-    @classmethod
-    def concat(cls, parts: list[LD19Packets]) -> LD19Packets:
-        """Concatenate batches in order."""
-        if not parts:
-            return cls.empty()
-        return cls(np.concatenate([p.fields for p in parts], axis=1),
-            np.concatenate([p.distance_mm for p in parts]),
-            np.concatenate([p.intensity for p in parts]))
-
 
 _EMPTY = LD19Packets.empty()
 for _a in (_EMPTY.fields, _EMPTY.distance_mm, _EMPTY.intensity):
