@@ -416,10 +416,8 @@ class LD19Parser:
         """Forget the tail, the stream position, the last timestamp, the packets not
         taken and all counters."""
         self._state[:] = 0
-        _forget(self._state)
-        self._taken = self._out_at
+        self.resync()
         self.rejected: list[tuple[int, str]] = []
-        self.stepped_back = False
 
     def resync(self) -> None:
         """Drop the unconsumed tail, the packets not taken and the timestamp and angle
