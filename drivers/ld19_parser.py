@@ -491,7 +491,7 @@ class LD19Parser:
         self.rejected.extend((off, REJECT_REASONS[code]) for off, code in pairs)
 
     def _make_room(self, n: int) -> int:
-        """Buffers for a read of ``n`` bytes; returns the first free packet column. Reads
+        """Buffers for a read of ``n`` bytes; returns the first free packet row. Reads
         of up to ``_fits`` bytes have room: a read completes fewer than ``n / 47 + 1``
         packets and rejects fewer than ``n / 2 + 24``."""
         if n > self._max_read:
@@ -503,7 +503,7 @@ class LD19Parser:
 
     def _new_block(self, cap: int) -> None:
         """Fresh output buffers for at least ``cap`` packets, the packets not taken moved
-        in: reads fill successive columns (the batches taken are views, never written
+        in: reads fill successive rows (the batches taken are views, never written
         again), so small reads share one allocation (:data:`_OUT_BLOCK`)."""
         room = max(cap, _OUT_BLOCK)
         lo, hi = self._taken, self._out_at
