@@ -104,32 +104,28 @@ _PENDING = 1  # failures since the last packet, not yet attributed to one
 _LAST_TS = 2  # timestamp of the last packet (ms; -1: none)
 _PERIOD_SPAN = 3  # span (0.01 deg) and speed (deg/s) of the last packet that had a
 _PERIOD_SPEED = 4  # period, i.e. both > 0 (0: none yet)
-_TAIL_LEN = 5  # bytes kept in the tail buffer (< 47)
-_TAIL_AT = 6  # stream offset of the tail's first byte
-_HISTORY = 7  # slots above are the history resync() forgets; counters follow
+_LAST_END = 5  # end angle of the last packet (0.01 deg; -1: none)
+_TAIL_LEN = 6  # bytes kept at the head of the join buffer (< 47)
+_TAIL_AT = 7  # stream offset of the tail's first byte
+_HISTORY = 8  # slots above are the history resync() forgets; counters follow
 # counters (int64, since construction or reset), in ParserCounters' order
 (_BYTES, _PACKETS, _CRC_FAIL, _BYTES_SKIPPED, _UNKNOWN, _SPAN_FAIL, _STAMP_FAIL, _SPEED_FAIL,
     _GAPS, _LOST) = range(_HISTORY, _HISTORY + 10)  # fmt: skip
-_STATE_SIZE = _HISTORY + 10
-# why a packet with a good CRC was rejected (codes in the kernel's rejection rows)
+_REJECTED = _HISTORY + 10  # packets rejected by the last read; their (offset, reason) pairs follow
+_STATE_SIZE = _REJECTED + 1
+# why a packet with a good CRC was rejected (codes in the kernel's rejection pairs)
 REJECT_REASONS = {1: "angle", 2: "timestamp", 3: "speed"}
-# rows of the per-packet fields (int64)
+# the per-packet fields (int64; a packet's in a row of the output block)
 _SPEED, _START, _END, _STAMP, _OFFSET, _HOST_NS, _FAILURES, _LOST_BEFORE = range(8)
 _ROWS = 8
-
-
-def _new_state() -> np.ndarray:
-    """The kernel state of a parser that has seen nothing."""
-    state = np.zeros(_STATE_SIZE, dtype=np.int64)
-    _forget(state)
-    return state
+_JOIN = 96  # the join buffer: the kept tail (< 47 bytes), then a read's first 48 bytes
 
 
 def _forget(state: np.ndarray) -> None:
     """The history of ``state`` as new (resync), keeping the stream offset and counters."""
     at = state[_TAIL_AT] + state[_TAIL_LEN]
     state[:_HISTORY] = 0
-    state[_EXPECT_AT] = state[_LAST_TS] = -1
+    state[_EXPECT_AT] = state[_LAST_TS] = state[_LAST_END] = -1
     state[_TAIL_AT] = at
 
 
@@ -156,17 +152,17 @@ def _u16(buf: np.ndarray, i: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reject_reason(s: int, t: int, sp: int, ts: int, max_speed: int) -> int:
+def _reject_reason(s: int, t: int, sp: int, ts: int) -> int:
     """Why a packet with a good CRC is impossible (a :data:`REJECT_REASONS` code), or 0:
     start ``s`` or end ``t`` angle (0.01 deg) out of range or a span the vendor SDK
     rejects at speed ``sp`` (deg/s), timestamp ``ts`` (ms) out of range, or ``sp`` above
-    ``max_speed``."""
+    :data:`MAX_SPEED_DEG_S`."""
     span_deg = (t // 100 - s // 100) % 360
     if s >= ANGLE_MODULUS_CDEG or t >= ANGLE_MODULUS_CDEG or span_deg * SPAN_PER_SPEED > sp:
         return 1
     if ts >= TIMESTAMP_MODULUS_MS:
         return 2
-    return 3 if sp > max_speed else 0
+    return 3 if sp > MAX_SPEED_DEG_S else 0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -191,61 +187,27 @@ def _gap(state, ts: int, span: int, sp: int, last_ts: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _with_tail(new: np.ndarray, state: np.ndarray, tail: np.ndarray) -> np.ndarray:
-    """The kept tail followed by ``new``; counts the new bytes."""
-    tl = state[_TAIL_LEN]
-    state[_BYTES] += new.size
-    return np.concatenate((tail[:tl], new))  # a slice store compiles a shape-error message
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _keep_tail(buf: np.ndarray, pos: int, state: np.ndarray, tail: np.ndarray) -> None:
-    """Keep ``buf[pos:]``, the bytes not consumed, for the next read."""
-    for i in range(pos, buf.size):  # under 47 bytes; not a slice store: see _with_tail
-        tail[i - pos] = buf[i]
-    state[_TAIL_LEN] = buf.size - pos
-    state[_TAIL_AT] += pos
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _points(
     buf: np.ndarray, pos: int, row: int, distance: np.ndarray, intensity: np.ndarray
 ) -> None:
     """Store the 12 points (distance mm, intensity) of the packet at ``buf[pos]`` from
     ``distance[row]`` and ``intensity[row]`` on."""
-    pts = buf[pos + 6 : pos + 6 + 3 * POINTS_PER_PACKET]
     for i in range(POINTS_PER_PACKET):
-        distance[row + i] = np.uint16(pts[3 * i]) | (np.uint16(pts[3 * i + 1]) << np.uint16(8))
-        intensity[row + i] = pts[3 * i + 2]
+        p = pos + 6 + 3 * i
+        distance[row + i] = np.uint16(buf[p]) | (np.uint16(buf[p + 1]) << np.uint16(8))
+        intensity[row + i] = buf[p + 2]
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, at, rejected):
-    """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules); returns
-    ``(k, n_rejected)``. ``state`` and ``tail`` are updated in place; the packets are
-    ``k`` columns of ``fields`` (rows ``_SPEED`` ...) from ``at`` on and ``12 k`` values of
-    the flat ``distance`` and ``intensity`` (flat: 2x faster stores) from ``12 at`` on,
-    the rejected candidates' stream offset and reason code the first ``n_rejected``
-    columns of ``rejected``; the caller sizes the outputs for the read. Never raises:
-    every index is bounded by the buffer.
-    """
-    buf = _with_tail(new, state, tail)
-    n = buf.size
-    base = state[_TAIL_AT]
-    e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
-    if e >= 0 and e + 1 < n:  # its next two bytes are here (a short read may hold them)
-        state[_UNKNOWN] += buf[e] == HEADER and buf[e + 1] != VER_LEN
-        state[_EXPECT_AT] = -1
-    if n < PACKET_SIZE:  # too short to decide anything else: keep it all
-        _keep_tail(buf, 0, state, tail)
-        return 0, 0
-    last_start = n - PACKET_SIZE
-    n_rej = 0
-    pending = state[_PENDING]
-    last_ts = state[_LAST_TS]
-    k = 0
-    pos = 0
-    while pos <= last_start:
+def _run(buf, pos, stop, off, host_ns, col, state, fields, distance, intensity, v):
+    """Parse ``buf`` (its first byte at stream offset ``off``) from ``pos`` while the
+    position is below ``stop``, the packets stored from row ``col`` on; ``v``: failures
+    not yet given to a packet, the last timestamp, the last end angle, rejections in this
+    read and whether an angle stepped back. Returns the position reached, the next free
+    row and ``v`` updated. Called twice a read, not inlined: inlined twice, the pass
+    was a tenth slower."""
+    pending, last_ts, last_end, n_rej, back = v
+    while pos < stop:
         if buf[pos] != HEADER or buf[pos + 1] != VER_LEN:
             pos += 1
             continue
@@ -256,61 +218,98 @@ def _scan(new, host_ns, max_speed, state, tail, fields, distance, intensity, at,
         t = _u16(buf, pos + 42)
         sp = _u16(buf, pos + 2)
         ts = _u16(buf, pos + 44)
-        reason = 0 if crc != 0 else _reject_reason(s, t, sp, ts, max_speed)
+        reason = 0 if crc != 0 else _reject_reason(s, t, sp, ts)
         if crc != 0 or reason:
             state[_CRC_FAIL if crc != 0 else _SPAN_FAIL + reason - 1] += 1
             if reason:
-                rejected[0, n_rej] = base + pos
-                rejected[1, n_rej] = reason
+                state[_STATE_SIZE + 2 * n_rej] = off + pos
+                state[_STATE_SIZE + 2 * n_rej + 1] = reason
                 n_rej += 1
             pending += 1
             pos += 1
             continue
 
-        col = at + k
-        for row, v in enumerate((sp, s, t, ts, base + pos, host_ns)):  # rows _SPEED.._HOST_NS
-            fields[row, col] = v
+        for row, x in enumerate((sp, s, t, ts, off + pos, host_ns, pending)):  # _SPEED.._FAILURES
+            fields[col, row] = x
         _points(buf, pos, POINTS_PER_PACKET * col, distance, intensity)
-        fields[_FAILURES, col] = pending
         pending = 0
         span = t - s if t >= s else t - s + ANGLE_MODULUS_CDEG
-        fields[_LOST_BEFORE, col] = _gap(state, ts, span, sp, last_ts)
+        fields[col, _LOST_BEFORE] = _gap(state, ts, span, sp, last_ts)
         last_ts = ts
-        k += 1
+        back |= s < last_end or t < s
+        last_end = t
+        col += 1
         pos += PACKET_SIZE
 
         # an unknown packet type exactly where the next packet was expected
-        if pos + 1 < n:
+        if pos + 1 < len(buf):
             if buf[pos] == HEADER and buf[pos + 1] != VER_LEN:
                 state[_UNKNOWN] += 1
         else:
-            state[_EXPECT_AT] = base + pos
+            state[_EXPECT_AT] = off + pos
+    return pos, col, (pending, last_ts, last_end, n_rej, back)
 
-    state[_PENDING] = pending
-    state[_LAST_TS] = last_ts
+
+@numba.njit(cache=True, nogil=True)
+def _scan(new, host_ns, at, state, join, fields, distance, intensity):
+    """Parse the kept tail plus ``new`` in one pass (docs/LD19.md, Parser rules) and keep
+    the new tail. The packets are ``k`` rows of ``fields`` (columns ``_SPEED`` ...) from
+    ``at`` on and ``12 k`` values of the flat ``distance`` and ``intensity`` (flat: 2x
+    faster stores) from ``12 at`` on, the rejected candidates' (stream offset, reason
+    code) pairs after the state; the caller sizes the outputs for the read. Returns ``4 k +
+    2 b + r``: ``b`` 1 if a native angle stepped back from the packet before them or among
+    them, ``r`` 1 if a packet was rejected. Never raises: every index is bounded by the
+    buffers. The tail is kept at the head of ``join`` and the read's first 48 bytes are
+    copied after it, where a packet starting in the tail ends; the rest is read in place
+    (a copy of the whole read or a joined array cost more than they saved).
+    """
+    tl = state[_TAIL_LEN]
+    m = min(len(new), PACKET_SIZE + 1)
+    for i in range(m):
+        join[tl + i] = new[i]
+    head = join[: tl + m]
+    state[_BYTES] += len(new)
+    base = state[_TAIL_AT]
+    e = state[_EXPECT_AT] - base  # the previous read's last packet ended here
+    if e >= 0 and e + 1 < head.size:  # its next two bytes are here (a short read may hold them)
+        state[_UNKNOWN] += head[e] == HEADER and head[e + 1] != VER_LEN
+        state[_EXPECT_AT] = -1
+    v = (state[_PENDING], state[_LAST_TS], state[_LAST_END], 0, False)
+    pos, col, v = _run(head, 0, min(tl, head.size - PACKET_SIZE + 1), base, host_ns, at,
+        state, fields, distance, intensity, v)  # fmt: skip
+    if pos >= tl:
+        pos, col, v = _run(new, pos - tl, len(new) - PACKET_SIZE + 1, base + tl, host_ns, col,
+            state, fields, distance, intensity, v)  # fmt: skip
+        for i in range(pos, len(new)):  # keep the rest (under 47 bytes): not a slice store,
+            join[i - pos] = new[i]  # whose shape-error message costs seconds of compile
+        pos += tl
+    else:  # a short read: the head holds it all
+        for i in range(pos, head.size):
+            join[i - pos] = join[i]
+    state[_PENDING], state[_LAST_TS], state[_LAST_END], state[_REJECTED], back = v
+    k = col - at
+    state[_TAIL_LEN] = tl + len(new) - pos
+    state[_TAIL_AT] = base + pos
     state[_PACKETS] += k
     state[_BYTES_SKIPPED] += pos - PACKET_SIZE * k
-    _keep_tail(buf, pos, state, tail)
-    return k, n_rej
+    return 4 * k + 2 * back + (state[_REJECTED] > 0)
 
 
-_SCAN_ENTRY: Callable[..., tuple[int, int]] | None = None
+_SCAN_ENTRY: Callable[..., int] | None = None
 
 
-def _scan_entry() -> Callable[..., tuple[int, int]]:
+def _scan_entry() -> Callable[..., int]:
     """:func:`_scan`'s compiled entry point, without the dispatcher (its per-call type
-    resolution was a third of a 1 KiB read's cost; :meth:`LD19Parser.feed` always passes
-    the one signature). It is compiled for a read-only input, and serves writeable ones
-    as they are: unboxing checks only the item size, and the kernel never writes it.
-    The first call compiles or loads the kernel."""
+    resolution was a third of a 1 KiB read's cost; :meth:`LD19Parser.scan` always passes
+    the one signature). It is compiled for ``bytes`` and serves any one-dimensional buffer
+    of bytes (``bytearray``, a contiguous uint8 array): unboxing reads the buffer protocol,
+    and the kernel never writes it. The first call compiles or loads the kernel."""
     global _SCAN_ENTRY
     if _SCAN_ENTRY is None:
-        ro = np.zeros(PACKET_SIZE, np.uint8)
-        ro.flags.writeable = False
         z = np.zeros
-        _scan(ro, 0, 0, _new_state(), z(64, np.uint8),
-              z((_ROWS, 1), np.int64), z(POINTS_PER_PACKET, np.uint16),
-              z(POINTS_PER_PACKET, np.uint8), 0, z((2, 1), np.int64))  # fmt: skip
+        _scan(bytes(PACKET_SIZE), 0, 0, z(_STATE_SIZE + 2, np.int64), z(_JOIN, np.uint8),
+              z((1, _ROWS), np.int64), z(POINTS_PER_PACKET, np.uint16),
+              z(POINTS_PER_PACKET, np.uint8))  # fmt: skip
         (signature,) = _scan.signatures
         _SCAN_ENTRY = _scan.overloads[signature].entry_point  # type: ignore[attr-defined]
     return _SCAN_ENTRY
@@ -362,15 +361,6 @@ class LD19Packets:
         return cls(np.zeros((_ROWS, 0), np.int64), np.zeros((0, POINTS_PER_PACKET), np.uint16),
             np.zeros((0, POINTS_PER_PACKET), np.uint8))
 
-    @classmethod
-    def concat(cls, parts: list[LD19Packets]) -> LD19Packets:
-        """Concatenate batches in order."""
-        if not parts:
-            return cls.empty()
-        return cls(np.concatenate([p.fields for p in parts], axis=1),
-            np.concatenate([p.distance_mm for p in parts]),
-            np.concatenate([p.intensity for p in parts]))
-
 
 _EMPTY = LD19Packets.empty()
 for _a in (_EMPTY.fields, _EMPTY.distance_mm, _EMPTY.intensity):
@@ -402,30 +392,43 @@ class ParserCounters:
 class LD19Parser:
     """Incremental LD19 packet parser (compiled single pass); one instance per device.
 
+    :meth:`scan` parses a read into the parser's buffers, :meth:`take` returns the packets
+    not taken yet as one batch, :meth:`feed` does both.
+
     Attributes:
         rejected: ``(stream offset, reason)`` of the packets with a good CRC and an
             impossible field (reason ``angle``, ``timestamp`` or ``speed``), the first
             :data:`REJECTED_KEPT` of them (the counters count them all).
+        stepped_back: whether the native angle stepped back in the packets of the last
+            :meth:`scan` (from the packet before them, or among them): a turn ended there.
     """
 
     def __init__(self) -> None:
-        self._tail = np.zeros(64, dtype=np.uint8)  # the kernel keeps < 47 bytes here
-        self._reserve(0)
-        self._out_at = self._out_room = 0
+        self._state = np.zeros(_STATE_SIZE, np.int64)
+        self._join = np.zeros(_JOIN, np.uint8)
+        self._taken = self._out_at = self._room = 0
+        self._max_read = -1
+        self._views: tuple[np.ndarray, ...] = ()  # fields (k, 8), distances, intensities
+        self._make_room(0)
         self.reset()
 
     def reset(self) -> None:
-        """Forget the tail, the stream position, the last timestamp and all counters."""
-        self._state = _new_state()
+        """Forget the tail, the stream position, the last timestamp, the packets not
+        taken and all counters."""
+        self._state[:] = 0
+        self.resync()
         self.rejected: list[tuple[int, str]] = []
 
     def resync(self) -> None:
-        """Drop the unconsumed tail and the timestamp history (e.g. after a reconnect).
+        """Drop the unconsumed tail, the packets not taken and the timestamp and angle
+        history (e.g. after a reconnect).
 
         Counters are kept; the tail bytes are counted as skipped.
         """
         self._state[_BYTES_SKIPPED] += self._state[_TAIL_LEN]
         _forget(self._state)
+        self._taken = self._out_at
+        self.stepped_back = False
 
     @property
     def counters(self) -> ParserCounters:
@@ -437,50 +440,87 @@ class LD19Parser:
         """Bytes kept from earlier reads that may still start a packet."""
         return int(self._state[_TAIL_LEN])
 
+    @property
+    def unread(self) -> int:
+        """Packets scanned and not taken yet."""
+        return self._out_at - self._taken
+
+    def scan(self, data: bytes | bytearray | memoryview | np.ndarray, host_ns: int = 0) -> int:
+        """Parse ``data`` (bytes as received, or a uint8 array) after the kept tail; the
+        packets it completes, each given ``host_ns`` (the receive time of ``data``, ns),
+        join those :meth:`take` returns. Returns how many it completed."""
+        if type(data) not in (bytes, bytearray):  # the kernel takes 1-D byte buffers
+            data = np.ascontiguousarray(data if isinstance(data, np.ndarray)
+                else np.frombuffer(data, np.uint8), dtype=np.uint8).reshape(-1)  # fmt: skip
+        at = self._out_at
+        if len(data) > self._fits:
+            at = self._make_room(len(data))
+        fields, distance, intensity = self._flat
+        # host_ns as given: the entry point takes any integer as int64, like int()
+        r = (_SCAN_ENTRY or _scan_entry())(data, host_ns, at, self._state, self._join, fields,
+            distance, intensity)  # fmt: skip
+        k = r >> 2
+        if r & 1:
+            self._keep_rejected()
+        self.stepped_back = r & 2 > 0
+        self._out_at = at + k
+        self._fits -= PACKET_SIZE * k
+        return k
+
+    def take(self) -> LD19Packets:
+        """The packets scanned since the last call, in stream order (views of the parser's
+        buffers, never written again; a shared read-only empty batch when there are none)."""
+        lo, hi = self._taken, self._out_at
+        if lo == hi:
+            return _EMPTY
+        self._taken = hi
+        fields, distance, intensity = self._views
+        return LD19Packets(fields[lo:hi].T, distance[lo:hi], intensity[lo:hi])
+
     def feed(
         self, data: bytes | bytearray | memoryview | np.ndarray, host_ns: int = 0
     ) -> LD19Packets:
-        """Parse ``data`` (bytes as received, or a uint8 array) after the kept tail; return
-        the packets it completes, each given ``host_ns``, the receive time of ``data`` (ns)."""
-        if isinstance(data, np.ndarray):
-            new = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
-        else:
-            new = np.frombuffer(data, np.uint8)  # positional: dtype= costs ~0.2 us a read
-        room = new.size + PACKET_SIZE
-        if room > self._room:
-            self._reserve(new.size)
-        at = self._out_at
-        if at + room // PACKET_SIZE > self._out_room:
-            at = self._new_block(room // PACKET_SIZE)
-        fields, distance, intensity, flat_distance, flat_intensity = self._out
-        # host_ns as given: the entry point takes any integer as int64, like int()
-        k, n_rej = (_SCAN_ENTRY or _scan_entry())(new, host_ns, MAX_SPEED_DEG_S,
-            self._state, self._tail, fields, flat_distance, flat_intensity, at,
-            self._rejected)  # fmt: skip
-        if n_rej:
-            keep = min(n_rej, REJECTED_KEPT - len(self.rejected))
-            self.rejected.extend(
-                (off, REJECT_REASONS[code]) for off, code in self._rejected[:, :keep].T.tolist())
-        if k == 0:
-            return _EMPTY
-        self._out_at = at + k
-        return LD19Packets(fields[:, at : at + k], distance[at : at + k], intensity[at : at + k])
+        """:meth:`scan` ``data`` received at ``host_ns`` (ns), then :meth:`take`."""
+        self.scan(data, host_ns)
+        return self.take()
 
-    def _new_block(self, cap: int) -> int:
-        """Fresh output buffers for at least ``cap`` packets: reads take successive
-        slices of them (the packets returned are views, never written again), so small
-        reads share one allocation (:data:`_OUT_BLOCK`); returns the first free packet (0)."""
+    def _keep_rejected(self) -> None:
+        """Keep the last read's rejected packets, up to :data:`REJECTED_KEPT` in all."""
+        n = min(int(self._state[_REJECTED]), REJECTED_KEPT - len(self.rejected))
+        pairs = self._state[_STATE_SIZE : _STATE_SIZE + 2 * n].reshape(-1, 2).tolist()
+        self.rejected.extend((off, REJECT_REASONS[code]) for off, code in pairs)
+
+    def _make_room(self, n: int) -> int:
+        """Buffers for a read of ``n`` bytes; returns the first free packet row. Reads
+        of up to ``_fits`` bytes have room: a read completes fewer than ``n / 47 + 1``
+        packets and rejects fewer than ``n / 2 + 24``."""
+        if n > self._max_read:
+            self._reserve(n)
+        if (n + PACKET_SIZE) // PACKET_SIZE > self._room - self._out_at:  # twice the unread:
+            self._new_block(2 * self.unread + (n + PACKET_SIZE) // PACKET_SIZE)  # amortised
+        self._fits = min(self._max_read, (self._room - self._out_at - 1) * PACKET_SIZE)
+        return self._out_at
+
+    def _new_block(self, cap: int) -> None:
+        """Fresh output buffers for at least ``cap`` packets, the packets not taken moved
+        in: reads fill successive rows (the batches taken are views, never written
+        again), so small reads share one allocation (:data:`_OUT_BLOCK`)."""
         room = max(cap, _OUT_BLOCK)
-        distance = np.empty((room, POINTS_PER_PACKET), np.uint16)
-        intensity = np.empty((room, POINTS_PER_PACKET), np.uint8)
-        # the kernel stores the points through flat views of them
-        self._out = (np.empty((_ROWS, room), np.int64), distance, intensity,
-            distance.reshape(-1), intensity.reshape(-1))  # fmt: skip
-        self._out_at, self._out_room = 0, room
-        return 0
+        lo, hi = self._taken, self._out_at
+        views: tuple[np.ndarray, ...] = (np.empty((room, _ROWS), np.int64),
+            np.empty((room, POINTS_PER_PACKET), np.uint16),
+            np.empty((room, POINTS_PER_PACKET), np.uint8))  # fmt: skip
+        if hi > lo:
+            for new, old in zip(views, self._views, strict=True):
+                new[: hi - lo] = old[lo:hi]
+        self._views = views
+        # the kernel stores the points through flat views
+        self._flat = (views[0], views[1].reshape(-1), views[2].reshape(-1))
+        self._room, self._taken, self._out_at = room, 0, hi - lo
 
     def _reserve(self, n: int) -> None:
-        """The rejection buffer for a read of ``n`` bytes (plus the tail)."""
-        room = max(n + PACKET_SIZE, 1 << 12)
-        self._rejected = np.empty((2, room // 2 + 1), np.int64)
-        self._room = room
+        """Room for the rejections of a read of up to ``n`` bytes (at least 4 KiB)."""
+        self._max_read = max(n, 1 << 12)
+        state = np.zeros(_STATE_SIZE + 2 * ((self._max_read + PACKET_SIZE) // 2 + 1), np.int64)
+        state[:_STATE_SIZE] = self._state[:_STATE_SIZE]
+        self._state = state

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 MIN_BYTES_TO_JUDGE = 4 * 47
 """Bytes from which a stream without a valid LD19 packet points at the wrong baud rate
 or device: four packets' worth holds at least three headers at the right baud rate."""
+_CANDIDATE = bytes((HEADER, VER_LEN))
+MAX_HELD = 64
+"""Packets left in the parser at most before they are assembled even without a turn's
+end among them."""
 
 
 class LD19Protocol(DeviceProtocol):
@@ -52,26 +56,33 @@ class LD19Protocol(DeviceProtocol):
         writer.add_lidar(self.link.name, attrs=attrs)
 
     def consume(self, t_ns: int, data: bytes) -> int:
-        """Parse a chunk, store complete turns; return packets decoded."""
+        """Parse a chunk, store the turns it completes; return packets decoded.
+
+        The packets stay in the parser until a read brings the end of a turn (the native
+        angle steps back) or :data:`MAX_HELD` of them wait: the turn's assembly runs on
+        that read, once per turn (a 3-packet read costs as much as a 40-packet one), and
+        the reads in between only parse.
+        """
         # ``54 2C`` header pairs, for the diagnosis only (one may span two chunks)
-        self.candidates_seen += data.count(bytes((HEADER, VER_LEN)))
-        if self._tail_byte == HEADER and data[:1] == bytes((VER_LEN,)):
+        self.candidates_seen += data.count(_CANDIDATE)
+        if self._tail_byte == HEADER and data[:1] == _CANDIDATE[1:]:
             self.candidates_seen += 1
         self._tail_byte = data[-1] if data else self._tail_byte
-        packets = self.parser.feed(data, t_ns)
-        if len(packets) == 0:
-            return 0
-        turns = self.assembler.push(packets)
-        if turns.n_turns:
-            if self.near_filter:
-                turns = near_filter_turns(turns)
-            writer = self.link.writer
-            if writer is not None:
-                writer.append_turns(self.link.name, turns)
-        return len(packets)
+        parser = self.parser
+        k = parser.scan(data, t_ns)
+        if k and (parser.stepped_back or parser.unread >= MAX_HELD):
+            turns = self.assembler.push(parser.take())
+            if turns.n_turns:
+                if self.near_filter:
+                    turns = near_filter_turns(turns)
+                writer = self.link.writer
+                if writer is not None:
+                    writer.append_turns(self.link.name, turns)
+        return k
 
     def reset(self) -> None:
-        """The unit power-cycled: drop the parser tail, the turn in progress, the clock."""
+        """The unit power-cycled: drop the parser tail and the packets it holds, the turn
+        in progress, the clock."""
         self.parser.resync()
         self.assembler.reset(after_reconnect=True)
         self._tail_byte = -1

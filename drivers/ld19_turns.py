@@ -27,8 +27,6 @@ NOMINAL_DT_S = 1.0 / get_kind("ld19").sim_defaults["samples_per_s"]
 _TWO_PI32 = np.float32(2 * np.pi)
 _STAMP_NS = 1_000_000  # one timestamp tick (ns)
 WRAP_DROP_CDEG = 18000.0  # a step back of the angle this large (0.01 deg) starts a turn
-MAX_HELD = 64
-"""Packets held at most before they are assembled even without a turn's end among them."""
 CATCH_UP_RATE = 0.5
 """After the clock fit moved back, stored host times advance at ``1 - CATCH_UP_RATE``
 of the fit's rate until they meet it again (a jump ``J`` is absorbed over ``2 J``)."""
@@ -86,35 +84,12 @@ class TurnAssembler:
         self._pending: dict[str, np.ndarray] | None = None
         self._seen_wrap = False
         self._next_flags = int(TurnFlag.AFTER_RECONNECT) if after_reconnect else 0
-        self._held: list[LD19Packets] = []
-        self._held_n = 0
-        self._held_end = -1  # end angle of the last held packet (0.01 deg; -1: none)
 
     def push(self, pk: LD19Packets) -> LidarTurns:
-        """Add packets (stream order); return the turns they complete.
-
-        Packets that cannot end a turn (their angles never step back) are held and
-        assembled with the first read that can, up to :data:`MAX_HELD`: one pass per
-        turn instead of one per read (a 3-packet read costs as much as a 40-packet one).
-        The turns and their times are those of the same packets in any chunking, but for
-        the device clock's fit, which maps a turn's times when the turn is assembled.
-        """
-        if len(pk) == 0:
-            return _NO_TURNS
-        start, end = pk.start_cdeg.tolist(), pk.end_cdeg.tolist()  # a read: a few packets
-        back = start[0] < self._held_end or any(
-            b < a for a, b in zip([*start, *end[:-1]], [*end, *start[1:]], strict=True))
-        self._held.append(pk)
-        self._held_n += len(pk)
-        self._held_end = end[-1]
-        if not back and self._held_n < MAX_HELD:
-            return _NO_TURNS
-        pk = self._held[0] if len(self._held) == 1 else LD19Packets.concat(self._held)
-        self._held, self._held_n = [], 0
-        return self._assemble(pk)
-
-    def _assemble(self, pk: LD19Packets) -> LidarTurns:
-        """Packets (stream order) into the turns they complete."""
+        """Add packets (stream order); return the turns they complete (one pass: batches
+        that end a turn are the cheap ones, ``LD19Protocol.consume``). The turns and
+        their times are those of the same packets in any batching, but for the device
+        clock's fit, which maps a batch's times when it is pushed."""
         ok = possible_packets(pk)
         if not ok.all():
             self.packets_rejected += int(np.count_nonzero(~ok))

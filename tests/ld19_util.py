@@ -20,7 +20,7 @@ import numpy as np
 import serial
 from sink_util import WriterSink
 
-from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, point_angles_cdeg
+from sensorbench.drivers.ld19_parser import POINTS_PER_PACKET, LD19Packets, point_angles_cdeg
 from sensorbench.logs import LidarTurns
 from sensorbench.sim.emulator_ld19 import LD19Realism, SyntheticLD19Samples
 
@@ -221,3 +221,12 @@ def ideal_samples(
 def TurnSink() -> WriterSink[LidarTurns]:
     """A writer stand-in for an LD19 reader's link that keeps its turns."""
     return WriterSink(LidarTurns.concat)
+
+
+def concat_packets(parts: list[LD19Packets]) -> LD19Packets:
+    """The parser's batches ``parts`` as one, in order."""
+    if not parts:
+        return LD19Packets.empty()
+    return LD19Packets(np.concatenate([p.fields for p in parts], axis=1),
+        np.concatenate([p.distance_mm for p in parts]),
+        np.concatenate([p.intensity for p in parts]))  # fmt: skip

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from ld19_util import ideal_samples
+from ld19_util import TurnSink, ideal_samples
 
-from sensorbench.drivers import ld19_turns
+from sensorbench.drivers import ld19_reader
 from sensorbench.drivers.device_clock import CounterUnwrapper, DeviceClock
 from sensorbench.drivers.device_kinds import get_kind
 from sensorbench.drivers.ld19_near_filter import near_filter_mask
 from sensorbench.drivers.ld19_parser import LD19Parser
+from sensorbench.drivers.ld19_reader import LD19Protocol
 from sensorbench.drivers.ld19_turns import TurnAssembler, cw_cdeg_to_ccw_rad
 from sensorbench.errors import DriverError
 from sensorbench.logs import NO_DEVICE_TIME, LidarTurns, TurnFlag
@@ -226,20 +228,31 @@ def test_a_packet_without_speed_is_timed_at_the_devices_sample_rate():
 
 
 def test_held_packets_give_each_turn_on_the_read_that_ends_it(monkeypatch):
-    # 3-packet reads (the emulator's bursts) of 1.2 s: the assembler holds packets that
-    # cannot end a turn; a reference forced to assemble every read (MAX_HELD = 1) gives
-    # the same turns, on the same reads, in device times (the clock fit aside)
+    # 3-packet reads (the emulator's bursts) of 1.2 s: the reader leaves in the parser
+    # the packets that cannot end a turn and assembles once a turn; a reference forced
+    # to assemble every read (MAX_HELD = 1) gives the same turns, on the same reads, in
+    # device times (the clock fit aside)
     _, f = _stream(duration_s=1.2, seed=4)
     raw = encode_packets(**f)
     reads = [raw[i : i + 3 * 47] for i in range(0, len(raw), 3 * 47)]
 
-    def per_read() -> list[LidarTurns]:
-        parser, asm = LD19Parser(), TurnAssembler(host_times=False)
-        return [asm.push(parser.feed(r)) for r in reads]
+    def per_read() -> tuple[list[LidarTurns], int]:
+        protocol, sink = LD19Protocol(), TurnSink()
+        protocol.assembler = asm = TurnAssembler(host_times=False)
+        protocol.link = SimpleNamespace(writer=sink, name="ld19")  # type: ignore[assignment]
+        pushes = []
+        asm.push = lambda pk: pushes.append(len(pk)) or TurnAssembler.push(asm, pk)
+        out = []
+        for r in reads:
+            sink.batches.clear()
+            protocol.consume(0, r)
+            out.append(LidarTurns.concat(list(sink.batches)))
+        return out, len(pushes)
 
-    held = per_read()
-    monkeypatch.setattr(ld19_turns, "MAX_HELD", 1)
-    every = per_read()
+    held, n_held = per_read()
+    monkeypatch.setattr(ld19_reader, "MAX_HELD", 1)
+    every, n_every = per_read()
+    assert n_every == len(reads) and n_held <= 13  # one assembly a turn (12 begun)
     assert [t.n_turns for t in held] == [t.n_turns for t in every]
     assert sum(t.n_turns for t in held) == 10  # 12 turns begun, the first and last partial
     a, b = LidarTurns.concat(held), LidarTurns.concat(every)

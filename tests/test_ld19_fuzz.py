@@ -17,7 +17,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ld19_util import REF_MAX_SPEED, packet_rows, ref_crc8, ref_decode, ref_rows, ref_unpack
+from ld19_util import (
+    REF_MAX_SPEED,
+    concat_packets,
+    packet_rows,
+    ref_crc8,
+    ref_decode,
+    ref_rows,
+    ref_unpack,
+)
 
 from sensorbench.drivers.ld19_parser import LD19Packets, LD19Parser
 from sensorbench.sim.emulator_ld19 import encode_packets
@@ -96,7 +104,7 @@ def _feed_chunked(stream: bytes, cuts: list[int]) -> tuple[LD19Parser, LD19Packe
     p = LD19Parser()
     bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     parts = [p.feed(stream[a:b], host_ns=a) for a, b in itertools.pairwise(bounds)]
-    out = LD19Packets.concat(parts)
+    out = concat_packets(parts)
     # a packet comes out of the read that brought its last byte
     last_byte = out.stream_offset + 46
     read_start = np.asarray(bounds)[np.searchsorted(bounds, last_byte, side="right") - 1]

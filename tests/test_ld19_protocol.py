@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from ld19_util import (
     MANUAL_FIELDS,
     MANUAL_PACKET,
     MANUAL_PACKET_10HZ,
+    concat_packets,
     packet_rows,
     ref_crc8,
     ref_decode,
@@ -16,7 +19,6 @@ from ld19_util import (
 
 from sensorbench.drivers.ld19_parser import (
     CRC8_TABLE,
-    LD19Packets,
     LD19Parser,
     _scan,
     build_crc8_table,
@@ -94,7 +96,7 @@ def test_any_chunking_gives_the_same_packets(chunk):
     raw, fields = _packets(2100)
     stream = b"\x00\x54\x2c\x54" + raw + b"\x54"
     p = LD19Parser()
-    out = LD19Packets.concat([p.feed(stream[i : i + chunk]) for i in range(0, len(stream), chunk)])
+    out = concat_packets([p.feed(stream[i : i + chunk]) for i in range(0, len(stream), chunk)])
     assert len(out) == 2100
     assert np.array_equal(out.distance_mm, fields["distance_mm"])
     assert np.array_equal(out.intensity, fields["intensity"])
@@ -104,6 +106,32 @@ def test_any_chunking_gives_the_same_packets(chunk):
     assert c.bytes == len(stream)
     assert c.bytes == 47 * c.packets + c.bytes_skipped + p.pending_bytes
     assert p.pending_bytes == 1  # the trailing 0x54 may still start a packet
+
+
+def test_scan_holds_packets_until_taken_and_says_where_angles_step_back():
+    # 2100 packets in 100-byte reads, scanned and then taken at once: the packets feed
+    # gives read by read, in one batch (held past the 1024-packet block they start in);
+    # each scan says whether its packets' native angles step back (a turn ends there)
+    raw, _ = _packets(2100)
+    reads = [raw[i : i + 100] for i in range(0, len(raw), 100)]
+    feeder, p = LD19Parser(), LD19Parser()
+    fed = [feeder.feed(r) for r in reads]
+    back, expected, angles = [], [], [-1]  # the native angles so far, start, end, start...
+    for r, pk in zip(reads, fed, strict=True):
+        assert p.scan(r) == len(pk) and p.unread == sum(len(f) for f in fed[: len(back) + 1])
+        back.append(p.stepped_back)
+        new = np.stack([pk.start_cdeg, pk.end_cdeg], axis=1).ravel().tolist()
+        expected.append(any(b < a for a, b in itertools.pairwise(angles[-1:] + new)))
+        angles += new
+    got, want = p.take(), concat_packets(fed)
+    assert back == expected and sum(back) == 55  # 2100 packets of 9.6 deg: 55 wraps
+    for a, b in ((got.fields, want.fields), (got.distance_mm, want.distance_mm),
+                 (got.intensity, want.intensity)):  # fmt: skip
+        assert np.array_equal(a, b)
+    assert len(p.take()) == 0 and p.unread == 0
+    p.scan(raw[:470])
+    p.resync()  # a reconnect drops the packets not taken
+    assert p.unread == 0 and len(p.take()) == 0
 
 
 def test_corrupted_packet_costs_one_packet_and_resyncs_by_one_byte():
@@ -140,7 +168,7 @@ def test_unknown_packet_types_are_skipped_and_counted():
     info = bytes([0x54, 0x0F]) + bytes(20)
     stream = raw[:94] + health + raw[94:188] + info + raw[188:]
     p = LD19Parser()
-    out = LD19Packets.concat([p.feed(stream[i : i + 33]) for i in range(0, len(stream), 33)])
+    out = concat_packets([p.feed(stream[i : i + 33]) for i in range(0, len(stream), 33)])
     assert len(out) == 6 and np.array_equal(out.distance_mm, fields["distance_mm"])
     assert p.counters.unknown_packets == 2
     assert p.counters.bytes_skipped == len(health) + len(info)
@@ -172,8 +200,8 @@ def test_state_is_per_instance():
     raw_b, fb = _packets(5, seed=2)
     a, b = LD19Parser(), LD19Parser()
     out_a = [a.feed(raw_a[:30]), b.feed(raw_b[:50]), a.feed(raw_a[30:]), b.feed(raw_b[50:])]
-    assert np.array_equal(LD19Packets.concat([out_a[0], out_a[2]]).distance_mm, fa["distance_mm"])
-    assert np.array_equal(LD19Packets.concat([out_a[1], out_a[3]]).distance_mm, fb["distance_mm"])
+    assert np.array_equal(concat_packets([out_a[0], out_a[2]]).distance_mm, fa["distance_mm"])
+    assert np.array_equal(concat_packets([out_a[1], out_a[3]]).distance_mm, fb["distance_mm"])
 
 
 def test_gap_counting_survives_packets_without_a_period():
@@ -184,7 +212,7 @@ def test_gap_counting_survives_packets_without_a_period():
     raw = encode_packets(**fields)
     stream = raw[: 47 * 6] + raw[47 * 7 :]  # packet 6 lost, right after them
     p = LD19Parser()
-    out = LD19Packets.concat([p.feed(stream[i : i + 100]) for i in range(0, len(stream), 100)])
+    out = concat_packets([p.feed(stream[i : i + 100]) for i in range(0, len(stream), 100)])
     assert len(out) == 11
     assert p.counters.lost_packets == 1 and p.counters.timestamp_gaps == 1
     assert out.lost_before.tolist() == [0] * 6 + [1] + [0] * 4
@@ -266,7 +294,7 @@ def test_every_input_type_gives_the_same_packets_and_is_left_untouched():
     inputs = [stream, bytearray(stream), memoryview(stream), arr, spread[::2]]
     for data in inputs:
         p = LD19Parser()
-        out = LD19Packets.concat([p.feed(data[i : i + 100]) for i in range(0, len(stream), 100)])
+        out = concat_packets([p.feed(data[i : i + 100]) for i in range(0, len(stream), 100)])
         assert np.array_equal(out.distance_mm, fields["distance_mm"]), type(data)
         assert np.array_equal(out.stream_offset, 2 + 47 * np.arange(20))
     assert bytes(arr) == stream and bytes(spread[::2]) == stream

@@ -325,14 +325,14 @@ def test_headers_not_parsed_yet_at_the_deadline_are_not_a_wrong_baud_rate():
         config = LinkConfig(first_valid_timeout_s=1.0)
         reader = SerialReader(SerialLink("ld19", port.path, protocol, config=config))
         parsing = threading.Event()
-        real_feed = protocol.parser.feed
+        real_scan = protocol.parser.scan
 
-        def stalled_feed(data, t_ns=None):
+        def stalled_scan(data, t_ns=None):
             parsing.set()
             time.sleep(2.0)  # a thread the scheduler keeps waiting past the deadline
-            return real_feed(data, t_ns)
+            return real_scan(data, t_ns)
 
-        protocol.parser.feed = stalled_feed
+        protocol.parser.scan = stalled_scan
         msg = _start_error(reader, port, packets)
     assert parsing.is_set() and "376 bytes, 8 candidate headers, 0 valid" in msg, msg
     assert "not parsed yet" in msg and "wrong baud rate or not an LD19" not in msg
