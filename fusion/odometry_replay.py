@@ -548,7 +548,7 @@ def replay_session(
         interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
     state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
-    result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding, odo.imu_dtheta))[1]
+    end, result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding, odo.imu_dtheta))
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
@@ -589,6 +589,10 @@ def replay_session(
             "skipped_before_reference_s": skipped_s,
             "imu_bounce_check": repair and odo.imu_dtheta is not None,
             "repaired_frames": n_repaired,
+            # the heading's σ widened by the pods' disagreement with the IMU (rad)
+            "widened_heading_sigma_rad": 0.0
+            if end.pose_error is None
+            else float(end.pose_error[5]),
             # what standardises the pods-against-IMU check (None: no IMU)
             "imu_check_spread": spread_by,
             "reference_noise_sigma": None

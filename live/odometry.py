@@ -218,6 +218,13 @@ class OdometryWorker:
         """Pose-sensor samples (any thread): frames held for them are stepped at once."""
         self._locked(("pose", batch, time.monotonic_ns()))
 
+    def widened_rad(self) -> float:
+        """How much (rad) the pods' disagreement with the IMU has widened the heading's σ
+        so far (docs/PODS.md, "A lifted or slipping wheel")."""
+        with self._lock:
+            state = self._stepper.state() if self._stepper is not None else self._state
+        return 0.0 if state is None or state.pose_error is None else float(state.pose_error[5])
+
     # -- the thread: coasting, recording, the end ------------------------------------------
 
     def start(self, writer: SessionWriter) -> None:

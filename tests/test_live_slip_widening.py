@@ -58,3 +58,5 @@ def test_live_widens_and_flags_as_replay_does_bit_for_bit(session) -> None:
     # the slip was seen and widened: θ's σ over 1 rad after the fault, flags raised
     assert np.sqrt(r.var[n, 2]) > 1.0 and degraded.any()
     assert rp.summary()["monitor"]["pods_vs_imu"]["onsets_s"]
+    # and says so: the σ the heading was widened by, the same live and in replay --json
+    assert worker.widened_rad() == rp.summary()["widened_heading_sigma_rad"] > 1.0
