@@ -181,7 +181,7 @@ def _split_chunk(
     """:meth:`SplitFilter.step` compiled, one call per chunk (live: per frame).
 
     Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3), the
-    IMU's heading increments (K,) rad (empty: none; :func:`_widen`);
+    IMU's heading increments (K,) rad (empty: none; :func:`_disagreement`);
     ``drift`` = (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s;
     the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
     W⁺; the pose error carry (xx, yy, θθ, xθ, yθ; A, V: :func:`_disagreement`,
