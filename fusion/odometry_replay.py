@@ -448,7 +448,7 @@ def _imu_check(
         if repaired:  # a rebuilt frame agrees with the IMU by construction
             slip = law.step_covariances(raw, np.diff(odo.t_s))[:, 2, 2]
             still = np.all(odo.dn == 0, axis=1)
-            ends = 2.0 * geometry.rounding_covariance()[2, 2]
+            ends = (2.0 * geometry.rounding_covariance()[2, 2], 0.0)  # the bound is not used
             u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
         return nis_monitor(u2, *monitor), "slip law"
     # a frame's Δθ holds the rounding of its two ends

@@ -102,28 +102,30 @@ def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
 
 
 WIDEN_SIGMA = 4.0
-"""A frame whose pods' heading increment is further than this many predicted σ from the
-IMU's widens the stated pose (docs/PODS.md, "A lifted or slipping wheel")."""
+"""A frame whose pods' heading increment is further from the IMU's than its rounding can
+take it plus this many σ of the law's slip widens the stated pose (docs/PODS.md, "A lifted
+or slipping wheel")."""
 
 
 @numba.njit(cache=True)
 def _disagreement(
-    slip: np.ndarray, dtheta: np.ndarray, imu: np.ndarray, rest: np.ndarray, end_var: float,
-    a0: float,
+    slip: np.ndarray, dtheta: np.ndarray, imu: np.ndarray, rest: np.ndarray,
+    ends: tuple[float, float], a0: float,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """The pods' heading increments ``dtheta`` (K,) against the IMU's ``imu`` (K,) rad, (2,
-    K): the disagreement ``u² = (Δθ_pods − Δθ_imu)²/(slip + end_var)`` (nan at rest or
-    without either), ``slip`` (K,) the law's heading variance of each step and
-    ``end_var`` the rounding of a frame's two ends (rad²); and A (rad) after each step,
-    from ``a0``: the sum of the whole |disagreement| of the frames beyond
-    :data:`WIDEN_SIGMA`, the σ the heading is widened by, for good."""
+    K): the disagreement ``u² = (Δθ_pods − Δθ_imu)²/(slip + ends[0])`` (nan at rest or
+    without either), ``slip`` (K,) the law's heading variance of each step and ``ends`` the
+    rounding of a frame's two ends, its variance (rad²) and bound (rad); and A (rad) after
+    each step, from ``a0``: the sum of the whole |disagreement| of the frames beyond the
+    bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading is widened by, for
+    good."""
     out = np.full((2, dtheta.size), np.nan)
     a = a0
     for k in range(dtheta.size):
         r = dtheta[k] - imu[k]
         if not rest[k] and r == r:
-            out[0, k] = r * r / (slip[k] + end_var)
-            if out[0, k] > WIDEN_SIGMA * WIDEN_SIGMA:
+            out[0, k] = r * r / (slip[k] + ends[0])
+            if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
                 a += abs(r)
         out[1, k] = a
     return out
@@ -226,8 +228,10 @@ def _split_chunk(
         # the heading's share does not depend on the heading
         dv_t = step_cov[:, 2, 2].copy()
         if imu.size and kind == 2:
+            # each pod's count change errs by under a tick: Σ|W⁺θ,i| bounds Δθ's rounding
             end_var = 2.0 * rounding[0][2, 2] if rounding[0].shape[0] else 0.0
-            check = _disagreement(dv_t, inc[:, 2], imu, rest, end_var, carry0[5])
+            bound = (end_var, float(np.sum(np.abs(law[2][2]))))
+            check = _disagreement(dv_t, inc[:, 2], imu, rest, bound, carry0[5])
             dv_t += _steps_from(carry0[5] ** 2, check[1] ** 2)
             carry[5] = check[1, -1] if k_n else carry0[5]
         slip_t, drag_var_t = roll[:, 2, 2].copy(), drag[:, 2, 2].copy()
