@@ -342,56 +342,6 @@ def nis_consistency(nis_chi2: np.ndarray, gate: float, fit_se: float = 0.0) -> N
     )
 
 
-MODEL_SCALE_ITERATIONS = 30
-"""Fixed-point steps of :func:`heading_cross_check_model`'s scale (each multiplies it by
-the trimmed mean over its target)."""
-
-
-def heading_cross_check_model(
-    pods_dtheta: np.ndarray,
-    imu_dtheta: np.ndarray,
-    model_var: np.ndarray,
-    rest: np.ndarray,
-    gate: float,
-) -> np.ndarray:
-    """Squared standardised disagreement ``u² = r²/(s·(model_var + gyro))`` (K,) of the pods'
-    and the IMU's yaw increments: r the residual less its median, ``model_var`` (K,, rad²)
-    the pods' predicted Δθ variance, gyro the white noise at ``rest``, s one scale per
-    session (docs/PODS.md § "A lifted or slipping wheel"). nan where either increment is
-    missing, and everywhere when fewer than 50 frames move.
-    """
-    from scipy.stats import chi2
-
-    resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
-    var = np.asarray(model_var, float)
-    ok = np.isfinite(resid) & np.isfinite(var)
-    out = np.full(resid.size, np.nan)
-    still = ok & np.asarray(rest, bool)
-    moving = ok & ~still
-    if np.count_nonzero(moving) < 50:
-        return out
-    r = resid - np.median(resid[ok])
-    gyro = 0.0
-    if np.count_nonzero(still) >= 20:
-        gyro = (1.4826 * float(np.median(np.abs(r[still] - np.median(r[still]))))) ** 2
-    total = var + gyro
-    ok &= total > 0
-    moving &= total > 0
-    ratio = np.where(ok, r**2 / np.where(total > 0, total, 1.0), np.nan)
-    # the mean below the gate against χ²₁'s below it, E[X | X ≤ g] = F₃(g)/F₁(g): frames
-    # beyond the gate (a fault, a bounce) do not move the scale at all
-    target = float(chi2.cdf(gate, 3) / chi2.cdf(gate, 1))
-    scale = float(np.mean(ratio[moving])) or 1.0
-    for _ in range(MODEL_SCALE_ITERATIONS):
-        u = ratio[moving] / scale
-        below = u[u <= gate]
-        if below.size == 0 or not np.any(below > 0):
-            break  # nothing left to set a level from: keep the last scale
-        scale *= float(np.mean(below)) / target
-    out[ok] = ratio[ok] / scale
-    return out
-
-
 CROSS_CHECK_BINS = 5
 """Travel-quantile bins of :func:`heading_cross_check`'s spread."""
 

@@ -20,7 +20,6 @@ from sensorbench.fusion.consistency import (
     axis_consistency,
     geyer_tau,
     heading_cross_check,
-    heading_cross_check_model,
     nis_consistency,
 )
 from sensorbench.fusion.estimate_stream import (
@@ -33,7 +32,6 @@ from sensorbench.fusion.estimate_stream import (
 from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
 from sensorbench.fusion.monitor_stream import MonitorResult, nis_monitor
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
-from sensorbench.fusion.odometry_drift import averaged_counts
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
     align_drive_checked,
@@ -44,10 +42,10 @@ from sensorbench.fusion.pod_drive import (
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
-    expected_frac_variance,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
+from sensorbench.fusion.split_step import _disagreement
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.export_mcap import OdometryTrack
 from sensorbench.logs.model_file import file_sha256
@@ -434,30 +432,29 @@ def _reference(
 
 
 def _imu_check(
-    geometry: PodGeometry, odo: OdometryInput, gate: float, window: int, level: float
+    geometry: PodGeometry, odo: OdometryInput, result: SplitResult, repaired: int,
+    monitor: tuple[float, int, float],
 ) -> tuple[MonitorResult | None, str | None]:
-    """The monitor of the pods against the IMU's yaw and what standardises it (None, None
-    without an IMU)."""
+    """The monitor (gate, window, level) of the pods against the IMU's yaw and what
+    standardises it (None, None without an IMU): with a slip law the filters' own u²
+    (causal, ``live``'s), on the pods' own increments where frames were ``repaired``;
+    without one the session's robust spread per travel bin."""
     if odo.imu_dtheta is None:
         return None, None
-    raw = body_increments(geometry.W, odo.dn)[:, 2]
-    slip = geometry.slip_model()
-    if slip is not None:
-        rest = np.all(odo.dn == 0, axis=1)
-        # the pods' predicted Δθ variance without the gyro's (rad²): each pod's slip and
-        # end rounding through W⁺'s heading row (docs/PODS.md § "A lifted or slipping wheel")
-        travel = averaged_counts(odo.dn, odo.t_s)
-        roll, drag = slip.pod_tick_variances(body_increments(geometry.W, travel), np.diff(odo.t_s))
-        g2 = np.linalg.pinv(geometry.W)[2] ** 2
-        var = (roll + drag + expected_frac_variance(travel, roll + drag)) @ g2
-        chi = heading_cross_check_model(raw, odo.imu_dtheta, var, rest, gate)
-    else:
-        # a frame's Δθ holds the rounding of its two ends
-        floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
-        travel = np.abs(odo.dn) @ geometry.c
-        chi = heading_cross_check(raw, odo.imu_dtheta, floor, travel)
-    spread_by = "travel bins" if slip is None else "slip law"
-    return nis_monitor(chi, gate, window, level), spread_by
+    raw = body_increments(geometry.W, odo.dn)
+    law = geometry.slip_model()
+    if law is not None:
+        u2 = result.imu_check
+        if repaired:  # a rebuilt frame agrees with the IMU by construction
+            slip = law.step_covariances(raw, np.diff(odo.t_s))[:, 2, 2]
+            still = np.all(odo.dn == 0, axis=1)
+            ends = (2.0 * geometry.rounding_covariance()[2, 2], 0.0)  # the bound is not used
+            u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
+        return nis_monitor(u2, *monitor), "slip law"
+    # a frame's Δθ holds the rounding of its two ends
+    floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
+    chi = heading_cross_check(raw[:, 2], odo.imu_dtheta, floor, np.abs(odo.dn) @ geometry.c)
+    return nis_monitor(chi, *monitor), "travel bins"
 
 
 REFERENCE_GAP_PERIODS = 2.5
@@ -551,7 +548,7 @@ def replay_session(
         interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
     state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
-    result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding))[1]
+    end, result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding, odo.imu_dtheta))
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
@@ -571,7 +568,9 @@ def replay_session(
         )
         for a, t in result.tracks.items()
     }
-    imu_monitor, spread_by = _imu_check(geometry, odo, gate, monitor_window, level)
+    imu_monitor, spread_by = _imu_check(
+        geometry, odo, result, n_repaired, (gate, monitor_window, level)
+    )
     if imu_monitor is not None:
         monitor[CROSS_CHECK] = imu_monitor
     return Replay(
@@ -590,6 +589,10 @@ def replay_session(
             "skipped_before_reference_s": skipped_s,
             "imu_bounce_check": repair and odo.imu_dtheta is not None,
             "repaired_frames": n_repaired,
+            # the heading's σ widened by the pods' disagreement with the IMU (rad)
+            "widened_heading_sigma_rad": 0.0
+            if end.pose_error is None
+            else float(end.pose_error[5]),
             # what standardises the pods-against-IMU check (None: no IMU)
             "imu_check_spread": spread_by,
             "reference_noise_sigma": None

@@ -70,9 +70,10 @@ _NO_LAW = (np.empty((0, 3)), np.zeros(3), np.empty((3, 0)))
 _NO_CAL = (np.empty((3, 0)), np.empty((3, 0)), np.zeros(3), np.empty((0, 3)),
            np.empty((3, 0)), np.zeros(2), np.empty((0, 0)))  # fmt: skip
 _NO_FIXES = (np.empty(0, np.int64), np.empty(0), np.empty(0))
+_NO_IMU = np.empty(0)
 
 
-_NO_CARRY, _NO_FLOOR = np.zeros(5), np.ones(2)
+_NO_CARRY, _NO_FLOOR = np.zeros(8), np.ones(2)
 _ORDER = ("theta", "x", "y")
 """The axes in the order the heading filter's output feeds the other two."""
 
@@ -95,6 +96,9 @@ class SplitResult:
         tracks: per-axis :class:`~sensorbench.fusion.axis_step.AxisTrack`.
         coasting: (K,) True for frames that end a gap longer than ``stale_s``.
         gate: the NIS gate the updates were tested at.
+        imu_check: (K,) the pods' heading increments against the IMU's, u² (χ²₁ under the
+            slip law; nan at rest, without an IMU or a slip law:
+            :func:`~sensorbench.fusion.split_step._disagreement`).
     """
 
     t_s: np.ndarray
@@ -104,6 +108,7 @@ class SplitResult:
     tracks: dict[str, AxisTrack]
     coasting: np.ndarray
     gate: float
+    imu_check: np.ndarray
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -126,11 +131,14 @@ class FrameChunk:
             each, e.g. ``W⁻¹·Δn``; rows with nan are missing (predict only).
         aiding: pose samples that came with these frames (None = none); a sample is
             applied at the first frame at or after its time, in this chunk or a later one.
+        imu_dtheta: (K,) the IMU's heading increments (rad, nan: none), None without an
+            IMU: with a slip law, frames the pods disagree with it on widen the heading.
     """
 
     t_s: np.ndarray
     body_increments: np.ndarray
     aiding: Aiding | None = None
+    imu_dtheta: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -168,8 +176,10 @@ class FilterState:
         x, y, theta: the axis filters (:class:`~sensorbench.fusion.axis_step.AxisState`).
         odometry: (3,) the dead-reckoned pose at the last frame (m, m, rad; carries pose
             samples to their frames); None when the filters take no aiding.
-        pose_error: (5,) the odometry pose error's covariance under the slip model (x and
-            y drift with the heading error): xx, yy (m²), θθ (rad²), xθ, yθ (m·rad); None
+        pose_error: (8,) the odometry pose error's covariance under the slip model (x and
+            y drift with the heading error): xx, yy (m²), θθ (rad²), xθ, yθ (m·rad); the
+            disagreement with the IMU the heading's σ was widened by (rad) and its world
+            path (2,, m·rad; :func:`~sensorbench.fusion.split_step._widen_xy`); None
             without a slip model.
         calibration: (3, P) sensitivities to the calibration's parameters along the
             estimated heading and along a zero heading, None without a row covariance.
@@ -297,7 +307,7 @@ class SplitFilter:
             y=axes[1],
             theta=axes[2],
             odometry=None if model.aid_interval_s is None else np.array([float(p) for p in pose0]),
-            pose_error=None if model.drift is None else np.array([*model.var0, 0.0, 0.0]),
+            pose_error=None if model.drift is None else np.array([*model.var0, *[0.0] * 5]),
             calibration=None if calibration is None else (calibration.start(), calibration.start()),
             calibration_var=np.zeros(3),
             aid=None
@@ -335,15 +345,18 @@ class SplitFilter:
             cal = (*state.calibration, state.calibration_var, *model.calibration.kernel_arrays)
         rounding = (_NO_ROUNDING, _NO_FLOOR) if model.rounding is None else model.rounding
         axes = (state.theta, state.x, state.y)
+        imu = _NO_IMU if chunk.imu_dtheta is None else np.ascontiguousarray(chunk.imu_dtheta, float)
+        if imu.size not in (0, inc.shape[0]):
+            raise FusionError(f"need K IMU increments for K frames, got {imu.size}")
         try:
             out = _split_chunk(
-                t, inc, (kind, self.drift_q, given, law, carry), cal, rounding,
+                t, inc, imu, (kind, self.drift_q, given, law, carry), cal, rounding,
                 (self._consts, (state.theta.carry, state.x.carry, state.y.carry)),
                 (state.theta.history, state.x.history, state.y.history), fixes,
             )  # fmt: skip
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc
-        ends, (dt, carry, sens, rows) = out[:3], out[3:]
+        ends, (dt, carry, sens, rows, imu_check) = out[:3], out[3:]
         (theta, th), (x, tx), (y, ty) = (
             axis_result(a, *o) for a, o in zip(axes, ends, strict=True)
         )
@@ -355,9 +368,9 @@ class SplitFilter:
             y=y,
             theta=theta,
             odometry=None if odo is None else odo[-1].copy(),
-            pose_error=None if pose_error is None else carry[:5],
+            pose_error=None if pose_error is None else carry[:8],
             calibration=None if cal is _NO_CAL else (sens[0], sens[1]),
-            calibration_var=carry[5:],
+            calibration_var=carry[8:],
             aid=queue,
         )
         result = SplitResult(
@@ -368,6 +381,7 @@ class SplitFilter:
             tracks={"x": tx, "y": ty, "theta": th},
             coasting=dt > self.stale_s,
             gate=self.gate,
+            imu_check=imu_check,
         )
         return new, result
 

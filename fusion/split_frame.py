@@ -26,6 +26,7 @@ from sensorbench.fusion.split_filter import (
     _NO_CARRY,
     _NO_FIXES,
     _NO_FLOOR,
+    _NO_IMU,
     _NO_LAW,
     _NO_ROUNDING,
     _NO_STEPS,
@@ -34,14 +35,15 @@ from sensorbench.fusion.split_filter import (
 )
 from sensorbench.fusion.split_step import _split_chunk
 
-OUT = 16
+OUT = 17
 """Outputs per frame: x, y, θ (m, m, rad); their velocities (m/s, rad/s); their variances
 (m², rad²); velocity variances (m²/s², rad²/s²); NIS with frames at rest nan (x, y, θ,
-χ²₁); the step (s)."""
+χ²₁); the step (s); the pods' disagreement with the IMU (u², nan: none;
+:func:`~sensorbench.fusion.split_step._disagreement`)."""
 _HEAD = 3  # state: last frame time (s), frames filtered, history length
 _CARRIES = _HEAD  # 3 × 14 loop states, θ, x, y
-_ENDS = _CARRIES + 42  # pose error carry (5) and calibration variances (3)
-_HIST = _ENDS + 8  # 3 × (4, MOTION_HISTORY) motion histories
+_ENDS = _CARRIES + 42  # pose error carry (8) and calibration variances (3)
+_HIST = _ENDS + 11  # 3 × (4, MOTION_HISTORY) motion histories
 _SENS = _HIST + 12 * MOTION_HISTORY  # (2, 3, P) calibration sensitivities
 
 
@@ -71,11 +73,11 @@ def _arrays(buf: np.ndarray, n: int) -> tuple[int, list[tuple[int, int, int, int
 
 @numba.njit(cache=True)
 def _frames_step(
-    consts: np.ndarray, state: np.ndarray, t: np.ndarray, inc: np.ndarray
+    consts: np.ndarray, state: np.ndarray, t: np.ndarray, inc: np.ndarray, imu: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
     """:func:`_split_chunk` over the frames at ``t`` (K,) s with increments ``inc`` (K, 3)
-    from ``state`` (updated in place), the constants unpacked from ``consts``; the (K,
-    :data:`OUT`) outputs."""
+    and the IMU's heading increments ``imu`` (K,, or empty) from ``state`` (updated in
+    place), the constants unpacked from ``consts``; the (K, :data:`OUT`) outputs."""
     pos, d = _arrays(consts, 15)
     parts = []
     for _nd, a, b, c in d:
@@ -87,7 +89,7 @@ def _frames_step(
            parts[5].reshape((d[5][1], d[5][2])))  # fmt: skip
     n_sens = d[12][2]
     sens = state[_SENS : _SENS + 6 * n_sens].reshape((2, 3, n_sens))
-    cal = (sens[0].copy(), sens[1].copy(), state[_ENDS + 5 : _ENDS + 8].copy(),
+    cal = (sens[0].copy(), sens[1].copy(), state[_ENDS + 8 : _ENDS + 11].copy(),
            parts[6].reshape((d[6][1], d[6][2])), parts[7].reshape((d[7][1], d[7][2])),
            parts[8].copy(), parts[9].reshape((d[9][1], d[9][2])))  # fmt: skip
     rounding = (parts[10].reshape((d[10][1], d[10][2])), parts[11].copy())
@@ -101,7 +103,7 @@ def _frames_step(
     times[0] = state[0]
     times[1:] = t
     out = _split_chunk(
-        times, inc, (kind, parts[2].copy(), given, law, state[_ENDS : _ENDS + 5].copy()), cal,
+        times, inc, imu, (kind, parts[2].copy(), given, law, state[_ENDS : _ENDS + 8].copy()), cal,
         rounding, (axis_consts, (carries[0].copy(), carries[1].copy(), carries[2].copy())),
         (hist[0, :, :h].copy(), hist[1, :, :h].copy(), hist[2, :, :h].copy()),
         (no_fix, no_fix, no_fix),
@@ -117,14 +119,15 @@ def _frames_step(
         for k in range(k_n):
             rows[k, 9 + col] = floats[3 * n + 1 + k]
             rows[k, 12 + col] = floats[7 * n + 1 + k]
-    dt, ends, new_sens, pvv = out[3], out[4], out[5], out[6]
-    state[_ENDS : _ENDS + 8] = ends
+    dt, ends, new_sens, pvv, u2 = out[3], out[4], out[5], out[6], out[7]
+    state[_ENDS : _ENDS + 11] = ends
     if n_sens:
         sens[:] = new_sens
     for k in range(k_n):
         for i in range(3):
             rows[k, 3 * i : 3 * i + 3] = pvv[i, k + 1]
         rows[k, 15] = dt[k]
+        rows[k, 16] = u2[k]
     if k_n:
         state[0] = t[-1]
     state[1] += k_n
@@ -164,7 +167,7 @@ class FrameStepper:
         self._state[2] = h.pop()
         self._state[_CARRIES:_ENDS] = np.concatenate([a.carry for a in axes])
         carry = _NO_CARRY if state.pose_error is None else state.pose_error
-        self._state[_ENDS : _ENDS + 8] = np.concatenate([carry, state.calibration_var])
+        self._state[_ENDS : _ENDS + 11] = np.concatenate([carry, state.calibration_var])
         hist = self._state[_HIST:_SENS].reshape((3, 4, MOTION_HISTORY))
         for j, a in enumerate(axes):
             hist[j, :, : a.history.shape[1]] = a.history
@@ -182,20 +185,28 @@ class FrameStepper:
         """Time of the last frame filtered (s)."""
         return float(self._state[0])
 
-    def step(self, t_s: np.ndarray, body_increments: np.ndarray) -> np.ndarray:
-        """Filter the frames at ``t_s`` (K,) s with the body increments (K, 3) (as
+    def step(
+        self, t_s: np.ndarray, body_increments: np.ndarray, imu_dtheta: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Filter the frames at ``t_s`` (K,) s with the body increments (K, 3) and the IMU's
+        heading increments (K,) rad (None: no IMU) (as
         :class:`~sensorbench.fusion.split_filter.FrameChunk`'s); their (K, :data:`OUT`)
         outputs.
 
         Raises:
-            FusionError: times not after the last frame's and strictly increasing.
+            FusionError: times not after the last frame's and strictly increasing, or
+                arrays of other shapes.
         """
         t = np.asarray(t_s, dtype=float)
         inc = np.ascontiguousarray(body_increments, dtype=float)
-        if inc.ndim != 2 or inc.shape[1] != 3 or t.shape != (inc.shape[0],):
-            raise FusionError(f"need K times and (K, 3) increments, got {t.shape} and {inc.shape}")
+        imu = _NO_IMU if imu_dtheta is None else np.ascontiguousarray(imu_dtheta, dtype=float)
+        if inc.ndim != 2 or inc.shape[1] != 3 or t.shape != (inc.shape[0],) or (
+            imu.size not in (0, t.size)
+        ):
+            raise FusionError(f"need K times, (K, 3) increments and K or no IMU increments, "
+                              f"got {t.shape}, {inc.shape} and {imu.shape}")  # fmt: skip
         try:
-            return _frames_step(self._consts, self._state, t, inc)
+            return _frames_step(self._consts, self._state, t, inc, imu)
         except ValueError as exc:  # the only one the kernel raises
             raise FusionError(str(exc)) from exc
 
@@ -216,8 +227,8 @@ class FrameStepper:
             y=y,
             theta=theta,
             odometry=None,
-            pose_error=None if model.drift is None else st[_ENDS : _ENDS + 5].copy(),
+            pose_error=None if model.drift is None else st[_ENDS : _ENDS + 8].copy(),
             calibration=None if model.calibration is None else (sens[0].copy(), sens[1].copy()),
-            calibration_var=st[_ENDS + 5 : _ENDS + 8].copy(),
+            calibration_var=st[_ENDS + 8 : _ENDS + 11].copy(),
             aid=None,
         )

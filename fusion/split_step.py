@@ -101,10 +101,76 @@ def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
     return out
 
 
+WIDEN_SIGMA = 4.0
+"""A frame whose pods' heading increment is further from the IMU's than its rounding can
+take it plus this many σ of the law's slip widens the stated pose (docs/PODS.md, "A lifted
+or slipping wheel")."""
+
+
+@numba.njit(cache=True)
+def _disagreement(
+    slip: np.ndarray, dtheta: np.ndarray, imu: np.ndarray, rest: np.ndarray,
+    ends: tuple[float, float], a0: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The pods' heading increments ``dtheta`` (K,) against the IMU's ``imu`` (K,) rad, (2,
+    K): the disagreement ``u² = (Δθ_pods − Δθ_imu)²/(slip + ends[0])`` (nan at rest or
+    without either), ``slip`` (K,) the law's heading variance of each step and ``ends`` the
+    rounding of a frame's two ends, its variance (rad²) and bound (rad); and A (rad) after
+    each step, from ``a0``: the sum of the whole |disagreement| of the frames beyond the
+    bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading is widened by, for
+    good."""
+    out = np.full((2, dtheta.size), np.nan)
+    a = a0
+    for k in range(dtheta.size):
+        r = dtheta[k] - imu[k]
+        if not rest[k] and r == r:
+            out[0, k] = r * r / (slip[k] + ends[0])
+            if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
+                a += abs(r)
+        out[1, k] = a
+    return out
+
+
+@numba.njit(cache=True)
+def _lever(w_inv: np.ndarray) -> float:
+    """The most translation (m) per rad of heading any pod's slip puts into the body step
+    (W⁺ (3, N)), over the pods whose slip moves the heading by at least a tenth of the most."""
+    top = np.max(np.abs(w_inv[2]))
+    out = 0.0
+    for i in range(w_inv.shape[1]):
+        if abs(w_inv[2, i]) >= 0.1 * top:
+            out = max(out, np.hypot(w_inv[0, i], w_inv[1, i]) / abs(w_inv[2, i]))
+    return out
+
+
+@numba.njit(cache=True)
+def _widen_xy(
+    a: np.ndarray, wx: np.ndarray, wy: np.ndarray, rho: float, a0: float, carry: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Growth (K,) of the x and y variances (m²) under the heading widened by ``a`` (K,)
+    rad (``a0`` before): σ_k = |V_k| + ``rho``·A_k, ``V = Σ A_k·(wx_k, wy_k)`` over the
+    world steps (m; nan: none) carried in ``carry[6:8]`` — the position error a heading
+    error A_k coherent over the path gives, taken on both axes (its direction turns with
+    the error), and the slipping pod's own share (:func:`_lever`); its rises summed,
+    never shrinking."""
+    out = np.zeros(a.size)
+    vx, vy = carry[6], carry[7]
+    prev = np.hypot(vx, vy) + rho * a0
+    for k in range(a.size):
+        if a[k] > 0 and wx[k] == wx[k] and wy[k] == wy[k]:
+            vx, vy = vx + a[k] * wx[k], vy + a[k] * wy[k]
+            now = np.hypot(vx, vy) + rho * a[k]
+            out[k] = max(now * now - prev * prev, 0.0)
+            prev = now
+    carry[6], carry[7] = vx, vy
+    return out
+
+
 @numba.njit(cache=True)
 def _split_chunk(
     t: np.ndarray,
     inc: np.ndarray,
+    imu: np.ndarray,
     drift: tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray],
                  tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     cal: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -116,10 +182,12 @@ def _split_chunk(
 ) -> tuple[Any, ...]:  # pragma: no cover - compiled
     """:meth:`SplitFilter.step` compiled, one call per chunk (live: per frame).
 
-    Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3);
+    Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3), the
+    IMU's heading increments (K,) rad (empty: none; :func:`_disagreement`);
     ``drift`` = (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s;
     the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
-    W⁺; the pose error carry (xx, yy, θθ, xθ, yθ)); ``cal`` = the calibration's
+    W⁺; the pose error carry (xx, yy, θθ, xθ, yθ; A, V: :func:`_disagreement`,
+    :func:`_widen_xy`)); ``cal`` = the calibration's
     sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
     (3,), W, W⁺, creep references and estimates
     (:func:`~sensorbench.fusion.odometry_drift.correct_creep`) and parameter covariance;
@@ -128,9 +196,10 @@ def _split_chunk(
     (14,) (``axes``), the motion history and the fixes (index, z, r).
 
     Returns per axis (θ, x, y) :func:`~sensorbench.fusion.axis_step._axis_chunk`'s
-    outputs, the steps (K,) s, the new pose error carry and calibration variances (8,),
-    the new sensitivities along the heading and along 0 (2, 3, P), and the (K+1, 3) pose,
-    velocity and variance of x, y, θ (3, K+1, 3): few arrays, as each returned one costs
+    outputs, the steps (K,) s, the new pose error carry and calibration variances (11,),
+    the new sensitivities along the heading and along 0 (2, 3, P), the (K+1, 3) pose,
+    velocity and variance of x, y, θ (3, K+1, 3) and the pods' disagreement with the IMU
+    (K,, u²; :func:`_disagreement`): few arrays, as each returned one costs
     about a microsecond to box."""
     k_n = inc.shape[0]
     dt = t[1:] - t[:-1]
@@ -152,10 +221,19 @@ def _split_chunk(
     else:
         roll = drag = np.empty((0, 3, 3))
     none, want = np.empty(0), np.empty(0, np.int64)
+    carry = carry0.copy()
+    check = np.full((2, k_n), np.nan)
     if kind:
         step_cov = roll + drag
         # the heading's share does not depend on the heading
         dv_t = step_cov[:, 2, 2].copy()
+        if imu.size and kind == 2:
+            # each pod's count change errs by under a tick: Σ|W⁺θ,i| bounds Δθ's rounding
+            end_var = 2.0 * rounding[0][2, 2] if rounding[0].shape[0] else 0.0
+            bound = (end_var, float(np.sum(np.abs(law[2][2]))))
+            check = _disagreement(dv_t, inc[:, 2], imu, rest, bound, carry0[5])
+            dv_t += _steps_from(carry0[5] ** 2, check[1] ** 2)
+            carry[5] = check[1, -1] if k_n else carry0[5]
         slip_t, drag_var_t = roll[:, 2, 2].copy(), drag[:, 2, 2].copy()
     else:
         step_cov = roll
@@ -174,7 +252,6 @@ def _split_chunk(
         fixes[0][0], fixes[0][1], fixes[0][2], consts[0], carries[0],
     )  # fmt: skip
     heading = f_t[: k_n + 1]
-    carry = carry0.copy()
     if kind:
         # x and y drift with the heading error, along the path the heading filter gives
         world = _steps_from(carry0[:3], _carry_pose_error(carry, inc, heading, step_cov))
@@ -190,6 +267,9 @@ def _split_chunk(
         if k_n:
             cal_var[0], cal_var[1], cal_var[2] = var_xy[-1, 0], var_xy[-1, 1], var_t[-1, 2]
     w = _xy_inputs(inc, heading[:-1].copy(), roll, drag, rounding[0])
+    if imu.size and kind == 2:
+        grow = _widen_xy(check[1], w[0], w[1], _lever(law[2]), carry0[5], carry)
+        dv_x, dv_y = dv_x + grow, dv_y + grow
     out = []
     for j in range(2):
         slip = w[2 + j].copy() if kind else none
@@ -209,4 +289,4 @@ def _split_chunk(
     sens = np.empty((2, *sens_xy.shape))
     sens[0], sens[1] = sens_xy, sens_t
     ends = np.concatenate((carry, cal_var))
-    return (f_t, fl_t, hi_t), out[0], out[1], dt, ends, sens, rows
+    return (f_t, fl_t, hi_t), out[0], out[1], dt, ends, sens, rows, check[0].copy()

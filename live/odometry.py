@@ -22,6 +22,7 @@ import numpy as np
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_loop import predict_pv
 from sensorbench.fusion.estimate_stream import (
+    CROSS_CHECK,
     estimate_batch,
     estimate_times_ns,
     write_monitor_events,
@@ -75,7 +76,8 @@ class OdometryModels:
         aid_model: the pose-error model (``--pose-model``), None: no aiding.
         gate: the NIS gate.
         monitor_window, monitor_level: the consistency monitor's window and level.
-        imu: the pod stream carries IMU yaw (the monitor then has four channels).
+        imu: the pod stream carries IMU yaw: with a slip law the filters widen the pose
+            where the pods disagree with it, and the monitor has four channels.
     """
 
     geometry: PodGeometry
@@ -186,7 +188,7 @@ class OdometryWorker:
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
         self.monitors = {a: NisMonitorStream(models.gate, models.monitor_window, level)
-                         for a in AXES}  # fmt: skip
+                         for a in (*AXES, CROSS_CHECK)[:channels]}  # fmt: skip
         self.counters = OdometryCounters()
         self.writer: SessionWriter | None = None
         self._lock = threading.Lock()
@@ -215,6 +217,13 @@ class OdometryWorker:
     def poses(self, batch: PoseBatch) -> None:
         """Pose-sensor samples (any thread): frames held for them are stepped at once."""
         self._locked(("pose", batch, time.monotonic_ns()))
+
+    def widened_rad(self) -> float:
+        """How much (rad) the pods' disagreement with the IMU has widened the heading's σ
+        so far (docs/PODS.md, "A lifted or slipping wheel")."""
+        with self._lock:
+            state = self._stepper.state() if self._stepper is not None else self._state
+        return 0.0 if state is None or state.pose_error is None else float(state.pose_error[5])
 
     # -- the thread: coasting, recording, the end ------------------------------------------
 
@@ -288,13 +297,16 @@ class OdometryWorker:
         """Step the filters over ``frames``: each frame's
         :data:`~sensorbench.fusion.split_frame.OUT` outputs, None before they started."""
         inc = body_increments_few(self._inverse, frames.dn.tolist())
+        imu = frames.imu_dtheta if self.models.imu else None
         if self._stepper is not None:
-            return self._stepper.step(frames.t_s, np.array(inc)).tolist()
+            return self._stepper.step(frames.t_s, np.array(inc), imu).tolist()
         state, odo = self._state, self.stream
         if state is None or odo.t0_ns is None:
             return None
         aiding, filtered_s = self._aiding(), state.t_s
-        state, result = self.filter.step(state, FrameChunk(frames.t_s, np.array(inc), aiding))
+        state, result = self.filter.step(
+            state, FrameChunk(frames.t_s, np.array(inc), aiding, imu)
+        )
         self._state = state
         late = (state.aid.late if state.aid is not None else 0) - self.counters.aid_late
         if late > 0 and aiding is not None:
@@ -302,7 +314,7 @@ class OdometryWorker:
         tracks = [result.tracks[a] for a in AXES]
         return np.column_stack(
             [result.pose[1:], result.velocity[1:], result.var[1:], *(t.var_v[1:] for t in tracks),
-             *(t.nis_chi2 for t in tracks), np.diff(result.t_s)]
+             *(t.nis_chi2 for t in tracks), np.diff(result.t_s), result.imu_check]
         ).tolist()  # fmt: skip
 
     def _step(self, final: bool) -> None:
@@ -323,7 +335,7 @@ class OdometryWorker:
         found: list[tuple[int, str, str]] = []
         ds = []
         for j, (a, mon) in enumerate(self.monitors.items()):
-            d, onsets, clears = mon.push([r[12 + j] for r in rows])
+            d, onsets, clears = mon.push([r[16 if j == 3 else 12 + j] for r in rows])
             ds.append(d)
             found += [(i, a, "degraded") for i in onsets] + [(i, a, "consistent") for i in clears]
         degraded = [any(r) for r in zip(*ds, strict=True)]

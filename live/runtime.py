@@ -480,8 +480,9 @@ class LiveRuntime:
 
 
 def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
-    """What the live run did, JSON-ready: filter steps and frames, merged scans, messages
-    published per topic and dropped, datagrams, frame-to-publish latencies."""
+    """What the live run did, JSON-ready: filter steps and frames, how much the IMU widened
+    the heading's σ (rad), merged scans, messages published per topic and dropped,
+    datagrams, frame-to-publish latencies."""
     st, odo, view, ros2 = runtime.status(), runtime.odometry, runtime.view, runtime.ros2
     counters = odo.counters if odo is not None else None
     return {
@@ -489,6 +490,7 @@ def live_summary(runtime: LiveRuntime) -> dict[str, Any]:
         "frames_filtered": st.frames,
         "predictions": counters.predictions if counters is not None else 0,
         "aiding_late": counters.aid_late if counters is not None else 0,
+        "widened_heading_sigma_rad": odo.widened_rad() if odo is not None else 0.0,
         "merged_scans": st.merged,
         "unpaired_turns": st.unpaired,
         "single_lidar_scans": runtime.merge.alone() if runtime.merge is not None else {},

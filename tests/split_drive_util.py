@@ -29,7 +29,8 @@ VAR0 = (1e-6, 2e-6, 1e-5)
 @dataclass
 class HardDrive:
     """Inputs of one replay: frame times (K+1,) s, body increments (K, 3), aiding, the
-    pods they come from, the filters' noise and the pose sensor's error model."""
+    pods they come from, the filters' noise, the pose sensor's error model and the IMU's
+    heading increments (K,) rad (the pods disagree with it where they stop or bounce)."""
 
     t_s: np.ndarray
     inc: np.ndarray
@@ -37,6 +38,7 @@ class HardDrive:
     pods: PodGeometry
     noise: FilterNoise
     aid_model: PoseAidModel
+    imu: np.ndarray
 
 
 def hard_drive(seed: int = 3, duration_s: float = 6.0) -> HardDrive:
@@ -94,4 +96,6 @@ def hard_drive(seed: int = 3, duration_s: float = 6.0) -> HardDrive:
     relocalized[np.searchsorted(ta, [2.0, 4.5])] = True
     aiding = Aiding(ta, pose, valid, relocalized)
     aid = AidAxis(0.01, 0.003, 0.5, 0.003)
-    return HardDrive(t, inc, aiding, pods, noise, PoseAidModel(aid, aid, aid))
+    imu = np.diff(np.interp(t, truth["t"], truth["path"][:, 2])) + rng.normal(0, 1e-5, inc.shape[0])
+    imu[100:103] = np.nan
+    return HardDrive(t, inc, aiding, pods, noise, PoseAidModel(aid, aid, aid), imu)

@@ -59,7 +59,9 @@ def _filter(d: HardDrive) -> SplitFilter:
 @functools.cache
 def whole() -> SplitResult:
     d = drive()
-    return _filter(d).run(d.t_s, d.inc, POSE0, VAR0, d.aiding, d.pods)
+    filt, t = _filter(d), d.t_s
+    state = filt.start(t[0], POSE0, VAR0, d.pods, aid_interval(d.aiding, t[0], t[-1]))
+    return filt.step(state, FrameChunk(t[1:], d.inc, d.aiding, d.imu))[1]
 
 
 def _subset(a: Aiding, sel: np.ndarray) -> Aiding:
@@ -81,7 +83,8 @@ def chunked(bounds: list[int], lags: list[int]) -> SplitResult:
     parts = []
     for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         aid = _subset(d.aiding, given_in == i)
-        state, res = filt.step(state, FrameChunk(t[lo + 1 : hi + 1], d.inc[lo:hi], aid))
+        chunk = FrameChunk(t[lo + 1 : hi + 1], d.inc[lo:hi], aid, d.imu[lo:hi])
+        state, res = filt.step(state, chunk)
         parts.append(res)
     assert state.frames == d.inc.shape[0] and state.t_s == t[-1]
     np.testing.assert_array_equal(state.pose, whole().pose[-1])
@@ -111,11 +114,12 @@ def joined(parts: list[SplitResult]) -> SplitResult:
         tracks={a: track(a) for a in AXES},
         coasting=steps(lambda r: r.coasting),
         gate=parts[0].gate,
+        imu_check=steps(lambda r: r.imu_check),
     )
 
 
 def assert_same(got: SplitResult, want: SplitResult) -> None:
-    for name in ("t_s", "pose", "velocity", "var", "coasting"):
+    for name in ("t_s", "pose", "velocity", "var", "coasting", "imu_check"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
     for a in AXES:
         for name in TRACK_FIELDS:
@@ -137,9 +141,13 @@ def splits(draw: st.DrawFn) -> tuple[list[int], list[int]]:
 def test_the_drive_takes_every_path() -> None:
     res = whole()
     assert all(t.rejected > 10 and t.resets > 0 for t in res.tracks.values())
-    assert all(t.aid_nis.size > 40 and t.aid_rejected <= 1 for t in res.tracks.values())
+    # θ's fixes are rejected more (5): widened where pod 0 stops, the heading takes the
+    # pose sensor's offset whole, and the relocalizations' jumps exceed the gate
+    assert all(t.aid_nis.size > 40 and t.aid_rejected <= 5 for t in res.tracks.values())
     assert res.tracks["x"].aid_rejected == 1 and res.coasting.sum() == 1
     assert np.isnan(res.tracks["x"].nis).sum() == 3
+    # the stopped pod and the bounces disagree with the IMU: the pose is widened
+    assert np.count_nonzero(res.imu_check > 16) > 5 and np.isnan(res.imu_check[100:103]).all()
     assert drive().aiding.t_s[-1] > res.t_s[-1]  # samples left waiting at the end
 
 

@@ -33,7 +33,9 @@ def drive() -> HardDrive:
 @functools.cache
 def whole() -> SplitResult:
     d = drive()
-    return SplitFilter(d.noise, gate=GATE).run(d.t_s, d.inc, POSE0, VAR0, pods=d.pods)
+    filt = SplitFilter(d.noise, gate=GATE)
+    return filt.step(filt.start(d.t_s[0], POSE0, VAR0, d.pods),
+                     FrameChunk(d.t_s[1:], d.inc, imu_dtheta=d.imu))[1]  # fmt: skip
 
 
 def outputs(res: SplitResult) -> np.ndarray:
@@ -41,7 +43,7 @@ def outputs(res: SplitResult) -> np.ndarray:
     tracks = [res.tracks[a] for a in AXES]
     return np.column_stack(
         [res.pose[1:], res.velocity[1:], res.var[1:], *(t.var_v[1:] for t in tracks),
-         *(t.nis_chi2 for t in tracks), np.diff(res.t_s)]
+         *(t.nis_chi2 for t in tracks), np.diff(res.t_s), res.imu_check]
     )  # fmt: skip
 
 
@@ -50,7 +52,7 @@ def stepped(bounds: list[int]) -> tuple[np.ndarray, FrameStepper]:
     d = drive()
     filt = SplitFilter(d.noise, gate=GATE)
     stepper = FrameStepper(filt, filt.start(d.t_s[0], POSE0, VAR0, d.pods))
-    rows = [stepper.step(d.t_s[lo + 1 : hi + 1], d.inc[lo:hi])
+    rows = [stepper.step(d.t_s[lo + 1 : hi + 1], d.inc[lo:hi], d.imu[lo:hi])
             for lo, hi in itertools.pairwise(bounds)]  # fmt: skip
     return np.concatenate(rows), stepper
 
@@ -79,7 +81,7 @@ def test_its_state_is_the_one_split_filter_step_holds() -> None:
     half = k_n // 2
     filt = SplitFilter(d.noise, gate=GATE)
     want = filt.start(d.t_s[0], POSE0, VAR0, d.pods)
-    want, _ = filt.step(want, FrameChunk(d.t_s[1 : half + 1], d.inc[:half]))
+    want, _ = filt.step(want, FrameChunk(d.t_s[1 : half + 1], d.inc[:half], None, d.imu[:half]))
     _, stepper = stepped([0, 7, half])
     got = stepper.state()
     assert (got.t_s, got.frames) == (want.t_s, want.frames)
@@ -92,8 +94,8 @@ def test_its_state_is_the_one_split_filter_step_holds() -> None:
     for g, w in zip(got.calibration, want.calibration, strict=True):
         np.testing.assert_array_equal(g, w)
     # SplitFilter.step goes on from the stepper's state as from its own
-    _, a = filt.step(got, FrameChunk(d.t_s[half + 1 :], d.inc[half:]))
-    _, b = filt.step(want, FrameChunk(d.t_s[half + 1 :], d.inc[half:]))
+    _, a = filt.step(got, FrameChunk(d.t_s[half + 1 :], d.inc[half:], None, d.imu[half:]))
+    _, b = filt.step(want, FrameChunk(d.t_s[half + 1 :], d.inc[half:], None, d.imu[half:]))
     np.testing.assert_array_equal(outputs(a), outputs(b))
 
 

@@ -9,12 +9,11 @@ run. Stated latency: raised within 0.075 s of the fault's start (a frame's clipp
 adds at most (6.63 − 0.98)/50 = 0.11 to the window mean, and the threshold of one of four
 channels at 99.9 % is 0.74 above the mean: from a window at its expected mean at least 7
 frames, 35 ms, fewer when it was already raised; measured over seeds 5–8: 45–60 ms
-binned, 20–40 ms with the slip law); cleared within one window (50 frames = 0.25 s at
+binned, 25–40 ms with the slip law); cleared within one window (50 frames = 0.25 s at
 200 Hz) plus 0.1 s after the fault ends (a slipping wheel shows only while it rolls: the
-slip scenario's first leg stops at ≈ 7.5 s). Stated false alarms on the clean drive:
-below 5 % of the time (measured 0.4–2.2 % binned, 0.1–0.8 % with the slip law; the
-wheels' real bounces, 0.05 per second per pod, raise it briefly too: with the slip law
-seed 9's check flags one 0.5 s before its lift).
+slip scenario's first leg comes to rest at 7.94 s, its truth). Stated false alarms on
+the clean drive: below 5 % of the time (measured 0.4–2.2 % binned, 1.0–2.4 % with the
+slip law; the wheels' real bounces, 0.05 per second per pod, raise it briefly too).
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ import numpy as np
 import pytest
 
 from sensorbench.fusion.filter_noise import FilterNoise
-from sensorbench.fusion.odometry_replay import CROSS_CHECK, replay_session
+from sensorbench.fusion.odometry_replay import CROSS_CHECK, read_odometry, replay_session
 from sensorbench.fusion.pod_kinematics import PodGeometry
+from sensorbench.fusion.split_filter import FrameChunk, SplitFilter
 from sensorbench.logs import Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
@@ -90,7 +90,7 @@ def _fraction(t: np.ndarray, flag: np.ndarray, t0: float, t1: float) -> float:
 
 
 @pytest.mark.parametrize(
-    "name, start, end", [("pods_wheel_lift", 3.0, 5.0), ("pods_slip", 3.0, 7.5)]
+    "name, start, end", [("pods_wheel_lift", 3.0, 5.0), ("pods_slip", 3.0, 7.94)]
 )
 def test_fault_raises_degraded_within_latency_and_clears_after(runs, name, start, end) -> None:
     for seed in SEEDS:
@@ -111,3 +111,74 @@ def test_false_alarms_on_the_clean_drive(runs) -> None:
     for seed in SEEDS:
         flag = runs[("forward", seed)][1]
         assert np.mean(flag) < 0.05, (seed, np.mean(flag))
+
+
+# The widening (docs/PODS.md, "A lifted or slipping wheel"): truth inside the stated 2σ
+# through each scenario's fault window (the slip one runs to 9.0 s) and after it
+FAULTS = {"pods_wheel_lift": (3.0, 5.0), "pods_slip": (3.0, 9.0)}
+
+
+def _widened(path: Path, repair: bool) -> np.ndarray:
+    """(K,) the frames that widened the heading: its stated variance with the IMU less
+    without, A², rises there (the widening is growth of the unaided offset's variance)."""
+    geo = _geometry(True)
+    odo = read_odometry(path)
+    inc, _ = odo.increments(geo, repair)
+    f = SplitFilter(FilterNoise.default())
+    var = [f.step(f.start(odo.t_s[0], pods=geo), FrameChunk(odo.t_s[1:], inc, None, imu))[1]
+           .var[:, 2] for imu in (odo.imu_dtheta, None)]  # fmt: skip
+    return np.diff(var[0] - var[1]) > 1e-9
+
+
+def _inside(path: Path, repair: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Scenario times (s) of the truth samples the replay spans and whether each axis's
+    truth lies inside its stated 2σ there (n, 3)."""
+    rp = replay_session(path, _geometry(True), FilterNoise.default(), reference="truth",
+                        repair=repair)  # fmt: skip
+    with Session(path) as s:
+        rows = s.truth_rows("pose", "t_ns", "x_y_yaw")
+    r = rp.result
+    t = (rows["t_ns"] - rp.t0_ns) * 1e-9
+    ok = (t >= r.t_s[0]) & (t <= r.t_s[-1])
+    est = np.column_stack([np.interp(t[ok], r.t_s, r.pose[:, j]) for j in range(3)])
+    var = np.column_stack([np.interp(t[ok], r.t_s, r.var[:, j]) for j in range(3)])
+    err = est - rows["x_y_yaw"][ok]
+    err[:, 2] = (err[:, 2] + np.pi) % (2 * np.pi) - np.pi
+    t_sc = (rows["t_ns"][ok] - rows["t_ns"][0]) * 1e-9
+    return t_sc, np.abs(err) <= 2 * np.sqrt(var)
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_widened_the_pose_holds_the_truth_through_the_fault_and_after(sessions, name) -> None:
+    # live's path (no bounce repair); unwidened: 0.1-1.1 % per axis in the fault window
+    start, end = FAULTS[name]
+    for seed in SEEDS:
+        t, inside = _inside(sessions[(name, seed)], repair=False)
+        for sel in ((t >= start) & (t < end), t >= end):
+            assert np.all(np.mean(inside[sel], axis=0) >= 0.9), (seed, inside[sel].mean(0))
+
+
+@pytest.mark.parametrize("repair", [False, True], ids=["live", "repaired"])
+def test_a_clean_drive_is_widened_only_where_a_wheel_bounced(sessions, repair) -> None:
+    for seed in SEEDS:
+        path = sessions[("forward", seed)]
+        widened = _widened(path, repair)
+        with Session(path) as s:  # the wheels' own error per frame, from the simulator
+            err = np.diff(s.truth("pods/measured_distance_m") - s.truth("pods/true_distance_m"),
+                          axis=0)  # fmt: skip
+        assert widened.size == err.shape[0]  # one replayed step per frame: none dropped
+        bounce = np.convolve(np.abs(err).max(axis=1) > 2e-4, np.ones(5), "same") > 0
+        assert not np.any(widened & ~bounce), (seed, np.flatnonzero(widened & ~bounce))
+        assert np.count_nonzero(widened) <= (np.count_nonzero(bounce) if not repair else 3)
+
+
+@pytest.mark.xfail(strict=True, reason="bounce repair rebuilds a lifted or slipping pod's "
+                   "frames from the IMU, whose bias the stated covariance omits, and leaves "
+                   "the slow frames' slip inside the widening's bound: x in 2σ through the "
+                   "fault 38.9 % (lift, seed 7) and 7.0 % (slip, seed 6), θ 74 % (slip)")
+def test_repaired_the_pose_holds_the_truth_through_the_fault(sessions) -> None:
+    for name, (start, end) in FAULTS.items():
+        for seed in SEEDS:
+            t, inside = _inside(sessions[(name, seed)], repair=True)
+            sel = (t >= start) & (t < end)
+            assert np.all(np.mean(inside[sel], axis=0) >= 0.9), (name, seed)
