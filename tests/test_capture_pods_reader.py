@@ -145,20 +145,17 @@ def _arrives_byte_exact(truth, k: int, stats) -> bool:
 
 
 @pytest.mark.slow
-def test_scenario_fault_schedule_through_capture(tmp_path) -> None:
+def test_scenario_fault_schedule_through_capture(tmp_path, warm_readers) -> None:
     """pods_faults: corrupt and dropped bytes, an unplug at 12 s for 1 s (simulated),
-    counters starting near the 16-bit wrap; the file holds exactly the intact frames."""
+    counters starting near the 16-bit wrap; the file holds exactly the intact frames.
+    ``warm_readers``: the scenario's clock starts with the robot and the unplug comes 1.5 s
+    (host) later; from an empty numba cache capture's start outlasted it."""
     from sensorbench.drivers.capture import CaptureOptions, run_capture
-    from sensorbench.drivers.kernels import warm_up
     from sensorbench.sim.emulated_robot import EmulatedRobot
 
     cfg = tmp_path / "pods.toml"
     cfg.write_text(PODS_ONLY)
     speed = 8.0
-    # the scenario's clock starts with the robot: the unplug comes 1.5 s (host) later, so
-    # the decoders' compilation (seconds from an empty numba cache) must not fall inside
-    # capture's start, or the unplug is over before the port is opened
-    warm_up()
     with EmulatedRobot(tmp_path / "run", cfg, scenario="pods_faults", speed=speed) as robot:
         result = run_capture(robot.config, tmp_path / "s.h5", 3.0, CaptureOptions(speed=speed))
         em = robot["pods"]
