@@ -428,9 +428,16 @@ class SessionWriter:
             self._put("lidar", name, turns)
 
     def append_raw(self, name: str, t_ns: int, data: bytes) -> None:
-        """Queue one chunk of received bytes with its host receive time (ns)."""
-        if data:
-            self._put("raw", name, (int(t_ns), bytes(data)))
+        """Queue one chunk of received bytes with its host receive time (ns): every read
+        of every reader, so the usual case is :meth:`_put`'s checks without its call."""
+        if not data:
+            return
+        item = ("raw", name, (int(t_ns), bytes(data)))
+        if self.error is None and not self._closed and self._thread is not None \
+                and item[:2] in self._streams:
+            self._queue.put(item)
+        else:
+            self._put(*item)  # raises, or starts the writer thread
 
     def append_encoder(self, name: str, batch: EncoderBatch) -> None:
         """Queue encoder frames for stream ``name``."""
