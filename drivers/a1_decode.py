@@ -1,6 +1,7 @@
 """Compiled A1 decoding (numba): a read's bytes to stamped samples cut into turns.
 
-State: an ``int64`` array (slots below) carried between reads; turn buffer
+State: an ``int64`` array (slots below) carried between reads; work buffer ``uint8``
+(the tail not framed yet, then the read's bytes); turn buffer
 ``int64[5, cap]`` (rows :data:`Q`, :data:`A` q6 clockwise, :data:`D` q2, :data:`T`
 host ns, :data:`DV` device ns); out buffer ``int64[3, cap]`` (turn ends, their flags,
 offsets of dropped nodes). The passes never raise and release the GIL (docs/A1.md, Protocol).
@@ -50,7 +51,8 @@ RESETS = 19  # express capsules with the S bit inside a scan (the head restarted
 SAMPLE_NS = 20  # device sample duration (ns), 0: no device time
 MAX_NODE_NS = 21  # host-time spreading: at most this much per node (ns)
 NOMINAL_NS = 22  # > 0: host times are anchor + index × this (a bare capture)
-STATE_SIZE = 23
+TAIL = 23  # bytes of the last reads not framed yet, at the start of the work buffer
+STATE_SIZE = 24
 
 Q, A, D, T, DV = 0, 1, 2, 3, 4
 _CRC = np.int64(TurnFlag.CRC_ERRORS)
@@ -330,6 +332,58 @@ def express_pass(buf, base, t_ns, st, prev, tb, ob):  # type: ignore[no-untyped-
     sample_ns = st[SAMPLE_NS] if st[SAMPLE_NS] > 0 else np.int64(1e9 / NOMINAL_EXPRESS_PER_S)
     _finish(st, tb, w0, k, t_ns - NODES_PER_CAPSULE * sample_ns, skipped, base + pos)
     return pos
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _load(data, offset, st, work, offs, tb, ob, most):  # type: ignore[no-untyped-def]
+    """The read ``data`` after the tail in ``work``; ``(n, base)``: the bytes to frame
+    and the stream offset of the first (``offset``: of ``data``'s first), or ``(-1,
+    most)`` when a buffer is too small for them (nothing changed)."""
+    tail = st[TAIL]
+    m = len(data)
+    n = tail + m
+    if n > work.size or st[FILL] + most > tb.shape[1] or most > ob.shape[1] or most > offs.size:
+        return -1, st[FILL] + most
+    for i in range(m):
+        work[tail + i] = data[i]
+    return n, offset - tail
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _keep(st, work, used, n, skipped0):  # type: ignore[no-untyped-def]
+    """Move the ``n - used`` bytes not framed to the start of ``work`` (the next tail);
+    returns ``(turns ended, nodes dropped, bytes skipped since the count was skipped0)``."""
+    for i in range(n - used):
+        work[i] = work[used + i]
+    st[TAIL] = n - used
+    return st[N_CUTS], st[N_DROPPED], st[SKIPPED] - skipped0
+
+
+@numba.njit(cache=True, nogil=True)
+def standard_feed(data, t_ns, offset, st, work, offs, tb, ob):  # type: ignore[no-untyped-def]
+    """One read of a standard scan (``data`` at stream ``offset``, read at host ``t_ns``)
+    after the tail: :func:`standard_pass`, the new tail kept in ``work``. Returns
+    ``(turns ended, nodes dropped, bytes skipped)``, or ``(-1, nodes the turn buffer
+    needs, bytes the work buffer needs)`` when a buffer must grow first (nothing read)."""
+    skipped0 = st[SKIPPED]
+    n, base = _load(data, offset, st, work, offs, tb, ob, (st[TAIL] + len(data)) // NODE_LEN + 2)
+    if n < 0:
+        return -1, base, st[TAIL] + len(data)
+    used = standard_pass(work[:n], base, t_ns, st, offs, tb, ob)
+    return _keep(st, work, used, n, skipped0)
+
+
+@numba.njit(cache=True, nogil=True)
+def express_feed(data, t_ns, offset, st, work, prev, tb, ob):  # type: ignore[no-untyped-def]
+    """:func:`standard_feed` for express capsules (:func:`express_pass`, ``prev`` its
+    cached capsule)."""
+    skipped0 = st[SKIPPED]
+    most = ((st[TAIL] + len(data)) // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2
+    n, base = _load(data, offset, st, work, ob[2], tb, ob, most)
+    if n < 0:
+        return -1, base, st[TAIL] + len(data)
+    used = express_pass(work[:n], base, t_ns, st, prev, tb, ob)
+    return _keep(st, work, used, n, skipped0)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -112,14 +112,18 @@ class A1Lidar:
             raise DeviceSilent(
                 f"A1 {self.port}: the port blocked for {self.read_timeout_s:.2f} s while "
                 f"{what} (hardware flow control on? another program holding it?)") from err
-        except OSError as err:  # serial.SerialException is one, without an errno
-            lib = isinstance(err, serial.SerialException)
-            if not lib and err.errno not in GONE_ERRNOS:
-                raise DriverError(f"A1 {self.port}: I/O error while {what}: {err}") from err
-            cause = err if lib else f"errno {err.errno}: {err.strerror}"
-            raise DeviceUnplugged(
-                f"A1 {self.port} went away while {what} ({cause}); check the USB cable, "
-                "then reconnect") from err
+        except OSError as err:
+            raise self._os_error(err, what) from err
+
+    def _os_error(self, err: OSError, what: str) -> DriverError:
+        """The driver error of an OS-level failure while ``what``: the port gone
+        (DeviceUnplugged) or another I/O error."""
+        lib = isinstance(err, serial.SerialException)  # an OSError without an errno
+        if not lib and err.errno not in GONE_ERRNOS:
+            return DriverError(f"A1 {self.port}: I/O error while {what}: {err}")
+        cause = err if lib else f"errno {err.errno}: {err.strerror}"
+        return DeviceUnplugged(f"A1 {self.port} went away while {what} ({cause}); check the "
+            "USB cable, then reconnect")
 
     def _write(self, request: bytes, what: str) -> None:
         self._io(lambda s: s.write(request), f"sending {what}")
@@ -141,8 +145,16 @@ class A1Lidar:
         """The link's read (:class:`~sensorbench.drivers.serial_link.Port`): every byte read
         since the last call, the requests' answers first, waiting up to ``max_wait_s`` (s)
         for a new one; :attr:`last_read` counts the new ones."""
-        self.last_read = len(self.read_available(max_wait_s))
-        return self.take_received()
+        ser = self._serial
+        if ser is None or not self.record_raw or self._received:  # requests' answers first
+            self.last_read = len(self.read_available(max_wait_s))
+            return self.take_received()
+        try:  # a scan's read: nothing received before it, no copies (the reader's wake-ups)
+            data = read_waiting(ser.fd, self.port, self._rdev, max_wait_s)
+        except OSError as err:
+            raise self._os_error(err, "reading") from err
+        self.last_read = len(data)
+        return data
 
     def _read_now(self, n: int) -> bytes:
         """One pyserial read of up to ``n`` bytes (returns within the poll timeout)."""
@@ -434,6 +446,7 @@ class A1Scanner(DeviceProtocol):
         self.crc_turns = 0
         self._out: list[LidarTurns] | None = None  # turns completed by the current poll()
         self._skipped_reported = 0
+        self._skip_unreported = False  # bytes skipped since the last crc_burst event
         self._preamble: list[tuple[int, bytes]] = []
         self._preamble_bytes = 0
         self._skip_reported_ns = 0
@@ -552,15 +565,20 @@ class A1Scanner(DeviceProtocol):
         lidar = self._lidar()
         n, lidar.last_read = lidar.last_read, 0
         asm = self.assembler
-        done = self._emit_turns(asm.feed(t_ns, data[len(data) - n :])) if n else 0
-        unreported = asm.bytes_skipped - self._skipped_reported
-        if unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+        done = 0
+        if n:
+            turns = asm.feed(t_ns, data if n == len(data) else data[len(data) - n :])
+            done = self._emit_turns(turns) if turns.n_turns else 0
+            self._skip_unreported = self._skip_unreported or asm.last_skipped > 0
+        if self._skip_unreported and t_ns - self._skip_reported_ns >= 1_000_000_000:
+            unreported = asm.bytes_skipped - self._skipped_reported
             self.link.event(t_ns, "crc_burst",
                 f"{unreported} bytes skipped re-aligning "
                 f"{'capsules' if self.scan_mode_used == 'express' else 'nodes'} (corruption or "
                 f"loss on the link) since the last report; {asm.bytes_skipped} in all")
             self._skipped_reported = asm.bytes_skipped
             self._skip_reported_ns = t_ns
+            self._skip_unreported = False
         return done
 
     def take_preamble(self) -> list[tuple[int, bytes]]:

@@ -21,8 +21,6 @@ from sensorbench.drivers import a1_decode as k
 from sensorbench.drivers import a1_protocol as proto
 from sensorbench.drivers.a1_protocol import (
     CAPSULE_LEN,
-    NODE_LEN,
-    NODES_PER_CAPSULE,
     A1SampleRate,
     describe_clock,
 )
@@ -58,13 +56,15 @@ class A1Turns:
         """Stream offset of the next byte fed (the offline decoder sets it per scan)."""
         self.dropped_offsets: list[int] = []
         """Stream offsets of the nodes dropped for an impossible angle."""
+        self.last_skipped = 0
+        """Bytes the last :meth:`feed` skipped re-aligning."""
         self._totals = np.zeros(k.STATE_SIZE, np.int64)
         self._prev = np.zeros(CAPSULE_LEN, np.uint8)
         self._tb = np.empty((5, _START_CAP), np.int64)
         self._ob = np.empty((3, _START_CAP), np.int64)
         self._offs = np.empty(_START_CAP, np.int64)
+        self._work = np.empty(_START_CAP, np.uint8)
         self._st = k.new_state(*self._cfg)
-        self._tail = b""
 
     # -- counters -------------------------------------------------------------------
 
@@ -97,30 +97,26 @@ class A1Turns:
         if nominal_us is not None:
             self._cfg = (*self._cfg[:2], round(nominal_us * 1000))
         self._totals[k.NODES : k.RESETS + 1] += self._st[k.NODES : k.RESETS + 1]
-        self.offset = self.offset + len(self._tail) if offset is None else int(offset)
+        self.offset = self.offset + int(self._st[k.TAIL]) if offset is None else int(offset)
         self._st = k.new_state(*self._cfg)
-        self._tail = b""
 
     def feed(self, t_ns: int, data: bytes) -> LidarTurns:
         """Decode ``data`` (the scan's bytes read at host ``t_ns``, ns) after the kept
-        tail; returns the turns it completed."""
-        buf = (np.frombuffer(self._tail + data, dtype=np.uint8) if self._tail
-            else (np.frombuffer(data, dtype=np.uint8)))
-        n = buf.size
-        most = (n // NODE_LEN + 2 if self.mode == "standard"
-            else (n // CAPSULE_LEN + 1) * NODES_PER_CAPSULE + 2)
-        self._reserve(int(self._st[k.FILL]) + most, most)
-        base = self.offset - len(self._tail)
+        tail; returns the turns it completed. One compiled call a read (a wake-up of the
+        reader): the arrays are built only when a turn completes."""
         if self.mode == "standard":
-            used = k.standard_pass(buf, base, int(t_ns), self._st, self._offs, self._tb, self._ob)
+            got = k.standard_feed(data, int(t_ns), self.offset, self._st, self._work,
+                self._offs, self._tb, self._ob)  # fmt: skip
         else:
-            used = k.express_pass(buf, base, int(t_ns), self._st, self._prev, self._tb, self._ob)
+            got = k.express_feed(data, int(t_ns), self.offset, self._st, self._work,
+                self._prev, self._tb, self._ob)  # fmt: skip
+        if got[0] < 0:  # a buffer too small for this read: grow, then decode it
+            self._reserve(got[1], got[1] - int(self._st[k.FILL]), got[2])
+            return self.feed(t_ns, data)
+        cuts, dropped, self.last_skipped = got
         self.offset += len(data)
-        self._tail = bytes(buf[used:]) if used < n else b""
-        dropped = int(self._st[k.N_DROPPED])
         if dropped:
             self.dropped_offsets.extend(self._ob[2, :dropped].tolist())
-        cuts = int(self._st[k.N_CUTS])
         if not cuts:
             return _EMPTY
         ends = self._ob[0, :cuts]
@@ -149,7 +145,13 @@ class A1Turns:
         if mode not in ("standard", "express"):
             raise ValueError(f"scan mode must be 'standard' or 'express', got {mode!r}")
 
-    def _reserve(self, nodes: int, per_read: int) -> None:
+    def _reserve(self, nodes: int, per_read: int, n_bytes: int) -> None:
+        """Room for ``nodes`` in the turn buffer, ``per_read`` nodes of one read and
+        ``n_bytes`` (the tail and a read) in the work buffer."""
+        if n_bytes > self._work.size:
+            grown_work = np.empty(max(n_bytes, 2 * self._work.size), np.uint8)
+            grown_work[: self._work.size] = self._work
+            self._work = grown_work
         if nodes > self._tb.shape[1]:
             grown = np.empty((5, max(nodes, 2 * self._tb.shape[1])), np.int64)
             grown[:, : self._tb.shape[1]] = self._tb

@@ -243,7 +243,9 @@ class SerialLink:
             self._unplugged(exc)
             return time.monotonic_ns(), b""
         t_ns = time.monotonic_ns()
-        self._check_backlog(t_ns, len(data))
+        backlog = self.protocol.backlog_limit
+        if backlog is not None and (self._behind or len(data) > backlog):  # else a no-op
+            self._check_backlog(t_ns, len(data), backlog)
         if data:
             self.received(t_ns, data)
         else:
@@ -328,12 +330,10 @@ class SerialLink:
                     raise DeviceUnavailable(msg) from exc
                 time.sleep(self.watch.wait_s(now))
 
-    def _check_backlog(self, t_ns: int, n_read: int) -> None:
-        """One ``overrun`` per episode of more than ``backlog_limit`` bytes waiting: a read
-        takes all that waits, so ``n_read`` is the backlog (the episode ends below half)."""
-        limit = self.protocol.backlog_limit
-        if limit is None:
-            return
+    def _check_backlog(self, t_ns: int, n_read: int, limit: int) -> None:
+        """One ``overrun`` per episode of more than ``limit`` bytes waiting (the protocol's
+        ``backlog_limit``): a read takes all that waits, so ``n_read`` is the backlog (the
+        episode ends below half); :meth:`poll` calls it only in or into an episode."""
         if n_read < limit // 2:
             self._behind = False
         elif n_read > limit and not self._behind:

@@ -72,17 +72,24 @@ def _set_attrs(obj: h5py.HLObject, attrs: dict[str, Any] | None) -> None:
 class _Rows:
     """What the writer keeps of one of its datasets (h5py asks HDF5 on every read; the
     writer holds its datasets, so an ``id`` stays theirs): rows stored, rows and bytes
-    per chunk, the shape of a row."""
+    per chunk, the shape of a row, and the file and memory dataspaces and the memory
+    type (of dtype ``mem_dtype``) its writes reuse: h5py makes each anew for every write
+    otherwise, the type taking as long as the write (compound ones longer)."""
 
     n: int
     per_chunk: int
     chunk_bytes: int
     row_shape: tuple[int, ...]
+    file_space: h5py.h5s.SpaceID
+    mem_space: h5py.h5s.SpaceID
+    mem_dtype: np.dtype | None = None
+    mem_type: h5py.h5t.TypeID | None = None
 
     @classmethod
     def of(cls, ds: h5py.Dataset) -> _Rows:
         chunks = ds.chunks
-        return cls(ds.shape[0], chunks[0], int(np.prod(chunks)) * ds.dtype.itemsize, ds.shape[1:])
+        return cls(ds.shape[0], chunks[0], int(np.prod(chunks)) * ds.dtype.itemsize, ds.shape[1:],
+            ds.id.get_space(), h5py.h5s.create_simple((1,)))
 
     def new_chunk_bytes(self, rows: int) -> int:
         """Bytes of the chunks HDF5 allocates when ``rows`` rows are added."""
@@ -93,11 +100,24 @@ class _Rows:
         """Store ``data`` after the rows of ``ds`` through h5py's low-level calls (its
         ``ds[n:] = data`` costs about three times as much, some 35 datasets a flush)."""
         data = np.ascontiguousarray(data)
-        ds.id.set_extent((self.n + len(data), *self.row_shape))
-        space = ds.id.get_space()
+        shape = (self.n + len(data), *self.row_shape)
+        ds.id.set_extent(shape)
+        space = self.file_space
+        space.set_extent_simple(shape, (h5py.h5s.UNLIMITED, *self.row_shape))
         space.select_hyperslab((self.n,) + (0,) * len(self.row_shape), data.shape)
-        ds.id.write(h5py.h5s.create_simple(data.shape), space, data)
+        self.mem_space.set_extent_simple(data.shape)
+        if data.dtype != self.mem_dtype:
+            self.mem_dtype, self.mem_type = data.dtype, h5py.h5t.py_create(data.dtype)
+        ds.id.write(self.mem_space, space, data, self.mem_type)
         self.n += len(data)
+
+
+def _joined(batches: list[Any], name: str) -> np.ndarray:
+    """Column ``name`` of ``batches`` end to end (a lone batch's own array: batches are
+    checked where they are built, so nothing is converted again)."""
+    if len(batches) == 1:
+        return getattr(batches[0], name)
+    return np.concatenate([getattr(b, name) for b in batches])
 
 
 @dataclass
@@ -413,9 +433,16 @@ class SessionWriter:
             self._put("lidar", name, turns)
 
     def append_raw(self, name: str, t_ns: int, data: bytes) -> None:
-        """Queue one chunk of received bytes with its host receive time (ns)."""
-        if data:
-            self._put("raw", name, (int(t_ns), bytes(data)))
+        """Queue one chunk of received bytes with its host receive time (ns): every read
+        of every reader, so the usual case is :meth:`_put`'s checks without its call."""
+        if not data:
+            return
+        item = ("raw", name, (int(t_ns), bytes(data)))
+        if self.error is None and not self._closed and self._thread is not None \
+                and item[:2] in self._streams:
+            self._queue.put(item)
+        else:
+            self._put(*item)  # raises, or starts the writer thread
 
     def append_encoder(self, name: str, batch: EncoderBatch) -> None:
         """Queue encoder frames for stream ``name``."""
@@ -547,13 +574,17 @@ class SessionWriter:
                 r.append(ds, data)
 
     def _rows_lidar(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
-        batch = LidarTurns.concat(stream.pending)
-        index = np.empty(batch.n_turns, dtype=TURN_DTYPE)
-        index["offset"] = batch.offset + stream.written
-        for col in ("count", "t_first_ns", "device_ns", "speed_hz", "flags"):
-            index[col] = getattr(batch, col)
-        stream.written += batch.n_points
-        cols = [(stream.ds(c), getattr(batch, c)) for c in LIDAR_POINT_FIELDS]
+        pending = stream.pending
+        count = _joined(pending, "count")
+        index = np.empty(count.size, dtype=TURN_DTYPE)
+        offset = np.zeros(count.size, dtype=np.int64)  # of each turn's first point
+        np.cumsum(count[:-1], out=offset[1:])
+        index["offset"] = offset + stream.written
+        index["count"] = count
+        for col in ("t_first_ns", "device_ns", "speed_hz", "flags"):
+            index[col] = _joined(pending, col)
+        cols = [(stream.ds(c), _joined(pending, c)) for c in LIDAR_POINT_FIELDS]
+        stream.written += len(cols[0][1])
         return [*cols, (stream.ds("turns"), index)]
 
     def _rows_raw(self, stream: _Stream) -> list[tuple[h5py.Dataset, np.ndarray]]:
@@ -570,7 +601,7 @@ class SessionWriter:
         """An encoder or pose stream's columns, each joined over the batches."""
         cols = [*STREAM_COLUMNS[stream.kind], *(["covariance"] if stream.covariance else [])]
         return [
-            (d, np.concatenate([getattr(b, c) for b in stream.pending]).astype(d.dtype, copy=False))
+            (d, _joined(stream.pending, c).astype(d.dtype, copy=False))
             for c in cols
             for d in (stream.ds(c),)
         ]
