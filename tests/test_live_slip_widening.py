@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_pods_fault_monitor import _geometry
+from pods_sim_util import true_geometry
 
 from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_replay import replay_session
@@ -33,7 +33,7 @@ def session(tmp_path_factory):
 
 
 def test_live_widens_and_flags_as_replay_does_bit_for_bit(session) -> None:
-    models = OdometryModels(_geometry(True), FilterNoise.default(), imu=True)
+    models = OdometryModels(true_geometry(True), FilterNoise.default(), imu=True)
     with Session(session) as s:
         stream = s.encoder_or_only()
         batch, attrs = stream.read(), dict(stream.attrs)

@@ -18,49 +18,23 @@ slip law; the wheels' real bounces, 0.05 per second per pod, raise it briefly to
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pods_sim_util import simulate, true_geometry
 
 from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_replay import CROSS_CHECK, read_odometry, replay_session
-from sensorbench.fusion.pod_kinematics import PodGeometry
 from sensorbench.fusion.split_filter import FrameChunk, SplitFilter
 from sensorbench.logs import Session
-from sensorbench.sim.scenario import load_scenario
-from sensorbench.sim.simulation import simulate_to_session
 
 SEEDS = (5, 6, 7)
 WINDOW_S = 50 / 200.0
 
 
-def _session(tmp: Path, name: str, seed: int) -> Path:
-    sc = load_scenario(name)
-    off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
-    sc = sc.with_overrides({"lidars": off, "pose_sensor": {"enabled": False}})
-    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}.h5", overwrite=True)
-
-
-def _geometry(law: bool) -> PodGeometry:
-    """The simulator's own pod geometry (the check needs no fit), with the simulator's own
-    slip law (the model-based check) or without one (the travel-binned check)."""
-    p = load_scenario("forward").pods
-    pos = np.asarray(p["positions_m"])
-    cpr = np.asarray(p["counts_per_rev"])
-    c = 2 * np.pi * np.asarray(p["wheel_radius_m"]) / cpr
-    geo = PodGeometry.from_mounts(
-        pos[:, 0], pos[:, 1], np.radians(p["rolling_angles_deg"]), c, ("l", "r", "p"), cpr
-    )
-    if law:
-        slip = (p["slip_sigma_m_per_sqrt_m"] ** 2, p["scrub_sigma_m_per_sqrt_m"] ** 2)
-        geo = dataclasses.replace(geo, slip=slip)
-    return geo
-
-
 def _flags(path: Path, law: bool) -> tuple[np.ndarray, np.ndarray]:
-    rp = replay_session(path, _geometry(law), FilterNoise.default(), reference="truth")
+    rp = replay_session(path, true_geometry(law), FilterNoise.default(), reference="truth")
     assert rp.summary()["imu_check_spread"] == ("slip law" if law else "travel bins")
     # replay time is from the first frame; the scenario's windows from the simulation's start
     with Session(path) as s:
@@ -73,7 +47,7 @@ def _flags(path: Path, law: bool) -> tuple[np.ndarray, np.ndarray]:
 def sessions(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("faults")
     return {
-        (n, s): _session(tmp, n, s)
+        (n, s): simulate(tmp, n, s)
         for n in ("forward", "pods_wheel_lift", "pods_slip")
         for s in SEEDS
     }
@@ -121,7 +95,7 @@ FAULTS = {"pods_wheel_lift": (3.0, 5.0), "pods_slip": (3.0, 9.0)}
 def _widened(path: Path, repair: bool) -> np.ndarray:
     """(K,) the frames that widened the heading: its stated variance with the IMU less
     without, A², rises there (the widening is growth of the unaided offset's variance)."""
-    geo = _geometry(True)
+    geo = true_geometry(True)
     odo = read_odometry(path)
     inc, _ = odo.increments(geo, repair)
     f = SplitFilter(FilterNoise.default())
@@ -133,7 +107,7 @@ def _widened(path: Path, repair: bool) -> np.ndarray:
 def _inside(path: Path, repair: bool) -> tuple[np.ndarray, np.ndarray]:
     """Scenario times (s) of the truth samples the replay spans and whether each axis's
     truth lies inside its stated 2σ there (n, 3)."""
-    rp = replay_session(path, _geometry(True), FilterNoise.default(), reference="truth",
+    rp = replay_session(path, true_geometry(True), FilterNoise.default(), reference="truth",
                         repair=repair)  # fmt: skip
     with Session(path) as s:
         rows = s.truth_rows("pose", "t_ns", "x_y_yaw")
