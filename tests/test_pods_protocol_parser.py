@@ -319,7 +319,12 @@ def test_any_reads_decode_as_the_whole_stream(pieces: list, sizes: list[int]) ->
         errors = [e % 2**16, 1, 0, e % 7] if e % 2 else None
         data.append(_frame(seq, t, c, (0.25, p[6]) if p[3] else None, errors, p[5]))
     stream = b"".join(data)
-    whole, parts = PodStreamParser(3, 16), PodStreamParser(3, 16)
+    _assert_reads_equal_whole(stream, sizes, "binary")
+
+
+def _assert_reads_equal_whole(stream: bytes, sizes: list[int], variant: str) -> None:
+    """``stream`` fed in reads of ``sizes`` gives one read's frames, counters and state."""
+    whole, parts = PodStreamParser(3, 16, variant), PodStreamParser(3, 16, variant)
     a = whole.feed(stream)
     b = feed_chunks(parts, stream, sizes) if stream else a
     for f in fields(PodFrames):
@@ -344,14 +349,7 @@ _LINE = st.one_of(  # CSV lines: valid (IMU fields, CRLF), non-finite, over the 
 def test_any_reads_decode_csv_as_the_whole_stream(lines: list[bytes], sizes: list[int]) -> None:
     """CSV lines in any reads give the frames, counters and state of one read of the whole."""
     stream = b"".join(lines)
-    whole, parts = PodStreamParser(3, 16, "csv"), PodStreamParser(3, 16, "csv")
-    a = whole.feed(stream)
-    b = feed_chunks(parts, stream, sizes) if stream else a
-    for f in fields(PodFrames):
-        np.testing.assert_array_equal(getattr(b, f.name), getattr(a, f.name), f.name)
-    assert parts.stats == whole.stats
-    for name in _STATE:
-        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+    _assert_reads_equal_whole(stream, sizes, "csv")
 
 
 def test_csv_seq_and_time_printed_signed_read_as_unsigned() -> None:
