@@ -143,7 +143,9 @@ def test_the_drive_takes_every_path() -> None:
     assert all(t.rejected > 10 and t.resets > 0 for t in res.tracks.values())
     # θ's fixes are rejected more (5): widened where pod 0 stops, the heading takes the
     # pose sensor's offset whole, and the relocalizations' jumps exceed the gate
-    assert all(t.aid_nis.size > 40 and t.aid_rejected <= 5 for t in res.tracks.values())
+    assert all(t.aid_nis.size > 40 for t in res.tracks.values())
+    rejected = {a: t.aid_rejected for a, t in res.tracks.items()}
+    assert rejected["x"] <= 1 and rejected["y"] <= 1 and rejected["theta"] <= 5, rejected
     assert res.tracks["x"].aid_rejected == 1 and res.coasting.sum() == 1
     assert np.isnan(res.tracks["x"].nis).sum() == 3
     # the stopped pod and the bounces disagree with the IMU: the pose is widened
