@@ -7,13 +7,14 @@ refused with a reason (docs/PODS.md § "Geometry fit").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sensorbench.characterize.pods.drift_fit import near_bounces
+from sensorbench.characterize.pods.imu_scale import imu_disagreement
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
@@ -429,8 +430,6 @@ def fit_pods(
         raise FitError("the sessions' encoder streams have different numbers of counters ("
                        + ", ".join(f"{k}: {n}" for k, n in layouts)
                        + "): one fit takes the drives of one robot")  # fmt: skip
-    if heading == "auto":
-        heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
     aligned = [align_drive_checked(d, interval_s) for d in drives]
@@ -438,6 +437,16 @@ def fit_pods(
     # a drive no pod's counts follow (two parallel pods driven sideways) has no offset of
     # its own: it takes the others' (one setup, one latency)
     offsets = [o if ok else (float(np.median(found)) if found else 0.0) for o, ok in aligned]
+    imu_refused = [m for d, o in zip(drives, offsets, strict=True)
+                   if (m := imu_disagreement(d, o, interval_s))]  # fmt: skip
+    if imu_refused and heading == "imu":
+        raise FitError("; ".join(imu_refused) + ": an IMU yaw in degrees, of the opposite "
+                       "sign or frozen, or a mocap quaternion not in x, y, z, w order; fit "
+                       "with --heading mocap")  # fmt: skip
+    if imu_refused:  # nothing of the IMU (heading, bounces, slip law) can be trusted
+        drives = [replace(d, imu_yaw=None) for d in drives]
+    if heading == "auto":
+        heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     fixed = [not ok for _, ok in aligned]
     core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
     still = _still_pods(core["rows"], core["cov"], core["excited"], drives)
@@ -504,6 +513,7 @@ def fit_pods(
             "hac_lags": core["hac_lags"],
             "loss": "huber(k=2.5), rows beyond 5 scale rejected",
             "imu_bounce_frames_excluded": n_bounce,
+            "imu_refused": imu_refused,
         },
     )
     fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
