@@ -46,6 +46,8 @@ class Drive:
         names: pod names from the encoder stream's attributes, if recorded.
         bounce: (n−1,) frame steps where a pod lost contact (found with the IMU),
             excluded from the fit; None until checked.
+        nominal_c: the robot's nominal distance per tick (m), 2π·wheel_radius_m /
+            counts_per_rev of the recorded geometry or configuration, if any.
     """
 
     label: str
@@ -58,6 +60,7 @@ class Drive:
     counts_per_rev: np.ndarray | None = None
     names: tuple[str, ...] | None = None
     bounce: np.ndarray | None = None
+    nominal_c: float | None = None
 
 
 def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
@@ -191,7 +194,24 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
         max_gap_s=2.5 * period,
         counts_per_rev=cpr,
         names=None if names is None else tuple(str(n) for n in names),
+        nominal_c=_nominal_c(attrs.get("nominal_geometry"), config_text),
     )
+
+
+def _nominal_c(recorded: Any, config_text: str) -> float | None:
+    """2π·wheel_radius_m/counts_per_rev (m per tick) of the stream's recorded nominal
+    geometry, else of the robot configuration's ``[pods]``; None without both values."""
+    pods = recorded if isinstance(recorded, dict) else None
+    if pods is None:
+        try:
+            pods = tomllib.loads(config_text or "").get("pods")
+        except tomllib.TOMLDecodeError:
+            return None
+    try:
+        c = 2.0 * np.pi * float(pods["wheel_radius_m"]) / float(pods["counts_per_rev"])
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):
+        return None
+    return c if np.isfinite(c) and c > 0 else None
 
 
 def _config_counts_per_rev(config_text: str) -> Any:

@@ -479,6 +479,7 @@ def fit_pods(
         {i: f"{pod_names[i]} did not roll in these drives ({msg}): a wheel off the floor "
             "or an encoder not connected" for i, msg in still.items()},
     )  # fmt: skip
+    _check_scale(c, pod_names, next((d.nominal_c for d in drives if d.nominal_c), None))
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
@@ -518,6 +519,33 @@ def fit_pods(
     )
     fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
     return fit
+
+
+MAX_SCALE_RATIO = 1.5
+"""Fitted over nominal distance per tick (or its inverse) beyond which the reference's length
+unit, or the robot configuration's wheel radius or counts per revolution, is wrong: a
+mocap in mm gives 1000, in inches 25.4, quadrature counted ×4 or ÷4."""
+
+
+def _check_scale(c: np.ndarray, names: Sequence[str], nominal: float | None) -> None:
+    """Refuse fitted distances per tick (m) :data:`MAX_SCALE_RATIO` from the nominal.
+
+    Raises:
+        FitError: some pod's ratio is beyond it (the message gives each).
+    """
+    if nominal is None:
+        return
+    ratio = c / nominal
+    off = [i for i in range(c.size) if np.isfinite(ratio[i])
+           and not 1 / MAX_SCALE_RATIO <= ratio[i] <= MAX_SCALE_RATIO]  # fmt: skip
+    if off:
+        raise FitError(
+            "fitted distance per tick " + ", ".join(f"{names[i]} {c[i]:.4g} m ({ratio[i]:.4g}×)"
+                                                    for i in off)
+            + f" against the robot configuration's nominal {nominal:.4g} m (2π·wheel_radius_m/"
+            "counts_per_rev): the reference's positions in another unit than m (mm: 1000×), "
+            "or the configuration's wheel_radius_m or counts_per_rev wrong"
+        )
 
 
 def _fit_slip(
