@@ -50,9 +50,13 @@ def imu_disagreement(drive: Drive, offset_s: float, interval_s: float) -> str | 
     ref_snr, imu_snr = float(ref @ ref) / noise, float(imu @ imu) / noise
     scale = float(ref @ imu) / float(ref @ ref) if ref_snr >= MIN_SNR else np.nan
     if abs(scale - 1.0) > MAX_SCALE_ERROR:
-        return (f"{drive.label}: the IMU yaw turns {scale:.3g}× the mocap heading (expected "
-                f"1 ± {MAX_SCALE_ERROR:g})")
+        return (
+            f"{drive.label}: the IMU yaw turns {scale:.3g}× the mocap heading (expected "
+            f"1 ± {MAX_SCALE_ERROR:g})"
+        )
     if imu_snr >= MIN_SNR and ref_snr < imu_snr / 4.0:
-        return (f"{drive.label}: the IMU yaw turns (rotation energy {imu_snr:.3g}× the mocap "
-                f"heading's noise) where the mocap heading hardly does ({ref_snr:.3g}×)")
+        return (
+            f"{drive.label}: the IMU yaw turns (rotation energy {imu_snr:.3g}× the mocap "
+            f"heading's noise) where the mocap heading hardly does ({ref_snr:.3g}×)"
+        )
     return None
