@@ -328,6 +328,29 @@ motion (a sideways drive of two parallel pods: 1.2, the cost flat within its noi
 some pod sees: 50-300)."""
 
 
+WIDE_OFFSET_S = 2.0
+"""Range (±s) of a coarse look beyond :data:`MAX_OFFSET_S` for a clearly better alignment."""
+
+
+def _refuse_outside(drive: Drive, interval_s: float, cost: float) -> None:
+    """Refuse a drive that aligns :data:`ALIGN_MIN_CONTRAST` times better (``cost``: the best
+    within ±:data:`MAX_OFFSET_S`) somewhere on a 50 ms grid out to ±:data:`WIDE_OFFSET_S`:
+    its reference's clock is off by more than the search, whose best is then wrong.
+
+    Raises:
+        FitError: naming the drive, the offset found and the cost ratio.
+    """
+    side = np.arange(MAX_OFFSET_S + 0.05, WIDE_OFFSET_S + 1e-9, 0.05)
+    grid = np.concatenate([-side[::-1], side])
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
+    if np.any(np.isfinite(costs)) and ALIGN_MIN_CONTRAST * np.nanmin(costs) < cost:
+        at = float(grid[int(np.nanargmin(costs))])
+        raise FitError(f"{drive.label}: the encoder and reference streams align best at "
+                       f"{at:+.2f} s ({cost / np.nanmin(costs):.3g}× lower cost), outside the "
+                       f"±{MAX_OFFSET_S:g} s the fit searches: their clocks disagree by more; "
+                       "give the reference the encoder's time base")  # fmt: skip
+
+
 def align_drive(drive: Drive, interval_s: float) -> float:
     """Offset (s) to add to encoder times so they line up with the reference: the minimum
     of :func:`_rss` on a 10 ms grid over ±:data:`MAX_OFFSET_S`, then a bounded search."""
@@ -354,6 +377,8 @@ def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
     finite = costs[np.isfinite(costs)]
     # all 0: no pod counted at all (a robot standing still)
     identified = bool(finite.max() > 0 and finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
+    if identified:
+        _refuse_outside(drive, interval_s, float(finite.min()))
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),
