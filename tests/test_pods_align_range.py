@@ -37,3 +37,14 @@ def test_a_reference_within_the_search_is_aligned(sessions) -> None:
     drive.t_ref = drive.t_ref + 0.2
     offset, identified = align_drive_checked(drive, 0.5)
     assert identified and offset == pytest.approx(0.204, abs=0.003)
+
+
+def test_drives_none_of_which_aligns_are_refused_as_such(sessions) -> None:
+    # every mocap 3 s late: no drive's alignment cost varied 2× within the search, every
+    # offset was taken as 0 s, and each pod was refused as "did not roll ... a wheel off
+    # the floor or an encoder not connected" (its counter moved 330 000 ticks)
+    drives = [load_drive(p) for p in sessions]
+    for d in drives:
+        d.t_ref = d.t_ref + 3.0
+    with pytest.raises(FitError, match="no drive's pod counts follow its reference"):
+        fit_pods(drives)

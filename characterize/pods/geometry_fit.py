@@ -434,6 +434,11 @@ def fit_pods(
     # with IMU heading a spin would carry no timing information
     aligned = [align_drive_checked(d, interval_s) for d in drives]
     found = [o for o, ok in aligned if ok]
+    if not found and any(np.any(np.diff(d.counts, axis=0)) for d in drives):
+        raise FitError("no drive's pod counts follow its reference at any time offset within "
+                       f"±{MAX_OFFSET_S:g} s (the alignment cost is flat) although the pods "
+                       "counted: the reference's clock is off by more, or it tracks another "
+                       "body")  # fmt: skip
     # a drive no pod's counts follow (two parallel pods driven sideways) has no offset of
     # its own: it takes the others' (one setup, one latency)
     offsets = [o if ok else (float(np.median(found)) if found else 0.0) for o, ok in aligned]
