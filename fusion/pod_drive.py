@@ -201,7 +201,7 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
 def _nominal_c(recorded: Any, config_text: str) -> float | None:
     """2π·wheel_radius_m/counts_per_rev (m per tick) of the stream's recorded nominal
     geometry, else of the robot configuration's ``[pods]``; None without both values."""
-    pods = recorded if isinstance(recorded, dict) else None
+    pods: Any = recorded if isinstance(recorded, dict) else None
     if pods is None:
         try:
             pods = tomllib.loads(config_text or "").get("pods")
