@@ -332,20 +332,21 @@ WIDE_OFFSET_S = 2.0
 """Range (±s) of a coarse look beyond :data:`MAX_OFFSET_S` for a clearly better alignment."""
 
 
-def _refuse_outside(drive: Drive, interval_s: float, cost: float) -> None:
-    """Refuse a drive that aligns :data:`ALIGN_MIN_CONTRAST` times better (``cost``: the best
-    within ±:data:`MAX_OFFSET_S`) somewhere on a 50 ms grid out to ±:data:`WIDE_OFFSET_S`:
-    its reference's clock is off by more than the search, whose best is then wrong.
+def refuse_outside(drive: Drive, offset_s: float, interval_s: float) -> None:
+    """Refuse a drive that aligns :data:`ALIGN_MIN_CONTRAST` times better than at
+    ``offset_s`` (its best within ±:data:`MAX_OFFSET_S`) somewhere on a 0.1 s grid out to
+    ±:data:`WIDE_OFFSET_S`: its reference's clock is off by more than the search.
 
     Raises:
         FitError: naming the drive, the offset found and the cost ratio.
     """
-    side = np.arange(MAX_OFFSET_S + 0.05, WIDE_OFFSET_S + 1e-9, 0.05)
+    cost = _rss(*drive_intervals(drive, offset_s, interval_s)[:2])
+    side = np.arange(MAX_OFFSET_S + 0.1, WIDE_OFFSET_S + 1e-9, 0.1)
     grid = np.concatenate([-side[::-1], side])
     costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
     if np.any(np.isfinite(costs)) and ALIGN_MIN_CONTRAST * np.nanmin(costs) < cost:
         at = float(grid[int(np.nanargmin(costs))])
-        raise FitError(f"{drive.label}: the encoder and reference streams align best at "
+        raise FitError(f"{drive.label}: the encoder and reference streams align best near "
                        f"{at:+.2f} s ({cost / np.nanmin(costs):.3g}× lower cost), outside the "
                        f"±{MAX_OFFSET_S:g} s the fit searches: their clocks disagree by more; "
                        "give the reference the encoder's time base")  # fmt: skip
@@ -377,8 +378,6 @@ def align_drive_checked(drive: Drive, interval_s: float) -> tuple[float, bool]:
     finite = costs[np.isfinite(costs)]
     # all 0: no pod counted at all (a robot standing still)
     identified = bool(finite.max() > 0 and finite.max() >= ALIGN_MIN_CONTRAST * finite.min())
-    if identified:
-        _refuse_outside(drive, interval_s, float(finite.min()))
     res = minimize_scalar(
         lambda o: _rss(*drive_intervals(drive, o, interval_s)[:2]),
         bounds=(best - 0.01, best + 0.01),

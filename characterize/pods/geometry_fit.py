@@ -25,6 +25,7 @@ from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive_checked,
     intervals_with_rate,
+    refuse_outside,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
@@ -433,6 +434,9 @@ def fit_pods(
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
     aligned = [align_drive_checked(d, interval_s) for d in drives]
+    for d, (o, ok) in zip(drives, aligned, strict=True):
+        if ok:
+            refuse_outside(d, o, interval_s)
     found = [o for o, ok in aligned if ok]
     if not found and any(np.any(np.diff(d.counts, axis=0)) for d in drives):
         raise FitError("no drive's pod counts follow its reference at any time offset within "
