@@ -51,6 +51,22 @@ def test_a_two_pod_model_needs_its_imu_table(tmp_path) -> None:
         load_pod_model(tmp_path / "without.toml")
 
 
+def test_fit_pods_on_two_pods_without_imu_fits_the_geometry_and_says_what_is_missing(
+    tmp_path,
+) -> None:
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
+    from sensorbench.fusion.pod_drive import load_drive
+
+    drives = [load_drive(simulate_two(tmp_path, n, 40 + i, imu=False))
+              for i, n in enumerate(DRIVES)]  # fmt: skip
+    fit = fit_pods(drives)
+    assert fit.complete and fit.imu_rate_var is None and fit.slip is None
+    assert "IMU's yaw" in fit.imu_note["not_fitted"] and "IMU yaw" in fit.slip_note
+    fit.save(tmp_path / "pods.toml", {"source": "test"})
+    with pytest.raises(ModelFileError, match=r"no \[imu\] table"):
+        load_pod_model(tmp_path / "pods.toml")
+
+
 def test_live_says_it_does_not_run_two_pods_yet(tmp_path) -> None:
     from sensorbench.live.odometry import OdometryModels
 

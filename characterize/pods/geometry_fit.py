@@ -545,6 +545,8 @@ def _fit_slip(
     (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`)."""
     if not fit.complete:
         return None, "slip law not fitted: the geometry is incomplete"
+    if fit.c.size < 3 and fit.imu_rate_var is None:
+        return None, "slip law not fitted: two pods give no heading without every session's IMU yaw"
     geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, imu_rate_var=fit.imu_rate_var)
     try:
         if fit.imu_rate_var is not None:  # the pods alone against mocap, the IMU's heading
