@@ -205,12 +205,14 @@ def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
 
 def condition_number(W: np.ndarray) -> float:
     """2-norm condition number of W with the heading column (ticks per rad) divided by the
-    RMS lever arm implied by W, so every column is ticks per metre; ≳ 100 means the
-    odometry amplifies tick noise badly."""
+    RMS lever arm implied by W, so every column is ticks per metre (with an IMU's heading
+    row, that of the pods' translation columns); ≳ 100 means the odometry amplifies tick
+    noise badly."""
     W = np.asarray(W, dtype=float)
     wheel = np.linalg.norm(W[:, :2], axis=1)
-    pods = wheel > 0  # not an IMU's heading row (0, 0, 1)
-    length_scale_m = float(np.sqrt(np.mean((W[pods, 2] / wheel[pods]) ** 2)))
+    if not np.all(wheel > 0):  # an IMU's heading row (0, 0, 1): the pods give x and y
+        return float(np.linalg.cond(W[wheel > 0, :2]))
+    length_scale_m = float(np.sqrt(np.mean((W[:, 2] / wheel) ** 2)))
     if not length_scale_m > 0:
         return float("inf")
     return float(np.linalg.cond(W * np.array([1.0, 1.0, 1.0 / length_scale_m])))

@@ -20,6 +20,7 @@ from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
     body_increments_two_pods_imu,
+    condition_number,
     imu_heading_steps,
     load_pod_model,
     save_pod_model,
@@ -83,6 +84,8 @@ def test_the_imu_row_gives_the_two_pods_plus_imu_increments() -> None:
     ref = body_increments_two_pods_imu(g.W[:2], dn, dtheta)
     got = body_increments(g.W, np.column_stack([dn, dtheta]))
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-15)
+    # the length scale of the heading column is the pods' (the IMU's row has none)
+    assert np.isfinite(condition_number(g.W)) and condition_number(g.W) < 100
 
 
 def test_rounding_and_imu_noise_against_a_monte_carlo() -> None:
