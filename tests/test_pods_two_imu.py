@@ -55,6 +55,7 @@ def test_a_two_pod_model_needs_its_imu_table(tmp_path) -> None:
 def test_fit_pods_on_two_pods_without_imu_fits_the_geometry_and_says_what_is_missing(
     tmp_path,
 ) -> None:
+    from sensorbench.characterize.pods.display import pod_table
     from sensorbench.characterize.pods.geometry_fit import fit_pods
     from sensorbench.fusion.pod_drive import load_drive
 
@@ -63,6 +64,7 @@ def test_fit_pods_on_two_pods_without_imu_fits_the_geometry_and_says_what_is_mis
     fit = fit_pods(drives)
     assert fit.complete and fit.imu_rate_var is None and fit.slip is None
     assert "IMU's yaw" in fit.imu_note["not_fitted"] and "IMU yaw" in fit.slip_note
+    assert f"heading: {fit.imu_note['not_fitted']}" in pod_table(fit)
     fit.save(tmp_path / "pods.toml", {"source": "test"})
     with pytest.raises(ModelFileError, match=r"no \[imu\] table"):
         load_pod_model(tmp_path / "pods.toml")
