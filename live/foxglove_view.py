@@ -146,8 +146,12 @@ class FoxgloveView:
             self.queue.put(("merged", "merged", turns, 0))
 
     def pose(self, sample: PoseDatagram, arrivals_ns: tuple[int, ...] = ()) -> None:
-        """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns)."""
-        self.queue.put(("pose", "", sample, arrivals_ns))
+        """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns).
+        Without a viewer of ``/tf`` or ``/pose`` only the path's poses are kept (one per
+        :data:`PATH_STEP_NS`: the view thread moves ``_last_path_ns`` on, never back)."""
+        if (sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS or self._heard("/tf")
+                or self._heard("/pose")):
+            self.queue.put(("pose", "", sample, arrivals_ns))
 
     def event(self, t_ns: int, source: str, kind: str, message: str) -> None:
         """A session event."""

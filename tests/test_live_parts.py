@@ -428,14 +428,20 @@ def test_the_view_builds_nothing_nobody_subscribes_to_and_keeps_what_a_later_vie
         for k in range(40):
             view.scan("front", other)
             view.merged(other)
-            view.pose(_pose((k + 1) * PATH_STEP_NS, (0.1 * k, 0.0, 0.0)))
+            view.pose(_pose((k + 1) * PATH_STEP_NS, (0.1 * k, 0.0, 0.0)), (time.monotonic_ns(),))
+            deadline = time.monotonic() + 10
+            while len(view._path) < k + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            # between two of the path's poses: nobody sees it, it is not even queued
+            view.pose(_pose((k + 1) * PATH_STEP_NS + PATH_STEP_NS // 2, (0.0, 0.0, 0.0)),
+                      (time.monotonic_ns(),))  # fmt: skip
             view.event(k, "front", "note", "n")
             view.status({"elapsed_s": 1.0})
         deadline = time.monotonic() + 10
-        while len(view._path) < 40 and time.monotonic() < deadline:
+        while len(view._events) < 40 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert view.published == {} and view.dropped == 0 and view.last_error is None
-        assert len(view._path) == 40 and len(view._events) == 40
+        assert len(view._path) == 40 and len(view._events) == 40 and view.latencies.n == 40
         viewer = _recorded(view, tmp_path / "view.mcap")
         view.scan("front", other)
         view.pose(_pose(41 * PATH_STEP_NS, (4.0, 0.0, 0.0)))  # the 41st path pose: sent
