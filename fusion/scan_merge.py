@@ -39,6 +39,11 @@ if more) of it: an A1 (5.5 Hz) alive has a turn within 0.18 s of any time even a
 skipped turn, so only a partner silent for about 3 of its turns leaves one alone."""
 
 
+_NO_TURNS = LidarTurns.empty()
+for _a in vars(_NO_TURNS).values():
+    _a.flags.writeable = False  # what most pushes return: built once, shared
+
+
 def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
     """The turns up to and including the ``n``-th that holds points (all if fewer)."""
     full = np.flatnonzero(turns.count > 0)
@@ -514,11 +519,11 @@ class StreamingMerger:
         centres = (turn_centres_ns(sides[0]), turn_centres_ns(sides[1]))
         ends = [int(tc[-1]) for tc in centres if tc.size]
         if not ends:
-            return LidarTurns.empty()
+            return _NO_TURNS
         if self._steps is None:
             grid = grid_turns(*sides, final=False)
             if grid is None:
-                return LidarTurns.empty()
+                return _NO_TURNS
             self._steps = self.setup.steps(*grid)
         two_dt, alone = 2 * round(self.setup.max_dt_s * 1e9), self.setup.alone_ns()
         stale = max(ends) - alone - two_dt  # the other lidar is silent or late
@@ -528,7 +533,7 @@ class StreamingMerger:
     def flush(self) -> LidarTurns:
         """Merge everything still pending (at the end of a capture)."""
         if not (self._buf["front"].n_turns or self._buf["rear"].n_turns):
-            return LidarTurns.empty()
+            return _NO_TURNS
         if self._steps is None:
             grid = grid_turns(self._buf["front"], self._buf["rear"])
             assert grid is not None  # final: always decided
@@ -565,7 +570,7 @@ class StreamingMerger:
             self._counted[name] = np.concatenate((self._counted[name], tc[k][decided]))
             lone.append(a)
         i_f, i_r = _with_alone(p_f[new], p_r[new], lone[0], lone[1], tc)
-        merged = LidarTurns.empty()  # most pushes decide no pair: no merge to pay for
+        merged = _NO_TURNS  # most pushes decide no pair: no merge to pay for
         if i_f.size:
             merged, kept = merge_pairs(front, rear, i_f, i_r, self.setup, self._steps)
             self._report(merged.t_first_ns, i_f[kept], i_r[kept])
