@@ -508,6 +508,8 @@ class PoseSection:
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
     pauses: tuple[int, float] = (0, 0.0)
     """The sensor's pauses over all sessions: their number and summed length (s)."""
+    warnings: list[str] = field(default_factory=list)
+    """What ``fit pose-error`` warns of (:func:`pose_display.fit_warnings`)."""
     given: bool = False
     """True when the model is the model file's (validated as it is; its own wrong
     relocalizations are those of the sessions it was fitted on), not fitted here."""
@@ -552,6 +554,7 @@ class PoseSection:
             "params": [p.as_dict() for p in self.params],
             "sessions": self.trajectories,
             "alignment": self.alignment,
+            "warnings": self.warnings,
             "wrong_relocalizations": self.wrong,
             "simulated_wrong_relocalizations": self.simulated_wrong,
         }}
@@ -582,6 +585,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.sessions import prepare_sessions
+    from sensorbench.report.pose_display import fit_warnings
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, found, paused = [], [], []
@@ -639,6 +643,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     section.wrong, section.given = model.wrong_relocalizations, given
     section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
     section.alignment = campaign.decision or campaign.align
+    section.warnings = fit_warnings(campaign, model)
     if any(w is not None for w in wrong):
         section.simulated_wrong = [x for f in found for x in f or []]
     if len(series) >= 2 or given:
