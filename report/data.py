@@ -137,8 +137,8 @@ def pauses(s: Session, sensor: str) -> tuple[int, float]:
 def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
     """The gross wrong relocalizations the simulator put in a session: session, t_s (s
     from the session start, the fit's time origin), jump (6: m, rad); None: not simulated.
-    The simulator's first offset, at the session's first sample, is no relocalization
-    (the fit never names a start) and is not listed."""
+    A gross offset at the session's first sample is listed too (the fit names it under a
+    frame shared with other sessions, not under the session's own)."""
     from sensorbench.logs.time_window import session_span_ns
 
     with Session(path) as s:
@@ -147,7 +147,6 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
             return None
         rows = s.truth_rows(sensor, "reloc_t_ns", "reloc_offset")
         wrong, t_ns = rows["reloc_wrong"].astype(bool), rows["reloc_t_ns"]
-        wrong[:1] = False  # the session's start
         jump = rows["reloc_offset"]
     origin = session_span_ns(path)[0]
     return [
