@@ -38,3 +38,14 @@ def test_a_wrong_start_in_a_shared_map_is_named(seed: int) -> None:
         lo, hi = model.axes[a].ci()[0]
         assert lo <= truth.params[k, 0] <= hi, (a, lo, hi, truth.params[k, 0])
 
+
+
+def test_a_relocalization_at_every_sample_is_refused_naming_the_flags() -> None:
+    """A sensor flagging a relocalization at every sample leaves no window for the rate
+    cross-correlation; the refusal named its gaps and advised --max-gap, which cannot
+    help. It now names the flags and asks for the offset."""
+    from sensorbench.errors import FitError
+
+    _, tracks, names = world.campaign(4, special={0: {"reloc": "every"}}, wrong_rate=0.0)
+    with pytest.raises(FitError, match="holds a flagged relocalization.*--time-offset"):
+        prepare_campaign(tracks, names, align="campaign")
