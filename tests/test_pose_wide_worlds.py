@@ -47,5 +47,5 @@ def test_a_relocalization_at_every_sample_is_refused_naming_the_flags() -> None:
     from sensorbench.errors import FitError
 
     _, tracks, names = world.campaign(4, special={0: {"reloc": "every"}}, wrong_rate=0.0)
-    with pytest.raises(FitError, match="holds a flagged relocalization.*--time-offset"):
+    with pytest.raises(FitError, match=r"holds a flagged relocalization.*--time-offset"):
         prepare_campaign(tracks, names, align="campaign")
