@@ -9,11 +9,13 @@ run. Stated latency: raised within 0.075 s of the fault's start (a frame's clipp
 adds at most (6.63 − 0.98)/50 = 0.11 to the window mean, and the threshold of one of four
 channels at 99.9 % is 0.74 above the mean: from a window at its expected mean at least 7
 frames, 35 ms, fewer when it was already raised; measured over seeds 5–8: 45–60 ms
-binned, 25–40 ms with the slip law); cleared within one window (50 frames = 0.25 s at
-200 Hz) plus 0.1 s after the fault ends (a slipping wheel shows only while it rolls: the
-slip scenario's first leg comes to rest at 7.94 s, its truth). Stated false alarms on
-the clean drive: below 5 % of the time (measured 0.4–2.2 % binned, 1.0–2.4 % with the
-slip law; the wheels' real bounces, 0.05 per second per pod, raise it briefly too).
+binned, 25–40 ms with the slip law); held while the faulty pod loses at least a tick a
+frame (by the truth: under one its slip is rounding-sized); cleared within one window (50
+frames = 0.25 s at 200 Hz) plus 0.1 s after the fault ends (a slipping wheel shows only
+while it rolls: the slip scenario's first leg comes to rest at 7.94 s, its truth). Stated
+false alarms on the clean drive: below 5 % of the time (measured 0.4–2.2 % binned,
+0.00–0.35 % with the slip law; the wheels' real bounces, 0.05 per second per pod, raise
+it briefly too).
 """
 
 from __future__ import annotations
