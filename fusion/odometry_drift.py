@@ -197,7 +197,9 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
     c = np.empty(n)
     sin_phi, cos_phi = np.empty(n), np.empty(n)
     for i in range(n):
-        c[i] = 1.0 / np.hypot(w[i, 0], w[i, 1])
+        # an IMU's row (0, 0, 1) neither rolls nor is dragged: c 0
+        moves = w[i, 0] != 0.0 or w[i, 1] != 0.0
+        c[i] = 1.0 / np.hypot(w[i, 0], w[i, 1]) if moves else 0.0
         phi = np.arctan2(w[i, 1], w[i, 0])
         sin_phi[i], cos_phi[i] = np.sin(phi), np.cos(phi)
     rolled, dragged = np.empty((inc.shape[0], n)), np.empty((inc.shape[0], n))
@@ -205,7 +207,7 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
         u = np.nan_to_num(inc[k])
         for i in range(n):
             rolled[k, i] = abs(u[0] * w[i, 0] + u[1] * w[i, 1] + u[2] * w[i, 2]) * c[i]
-            dragged[k, i] = abs(-sin_phi[i] * u[0] + cos_phi[i] * u[1])
+            dragged[k, i] = abs(-sin_phi[i] * u[0] + cos_phi[i] * u[1]) * (c[i] > 0)
     return rolled, dragged
 
 
@@ -213,12 +215,23 @@ def _pod_distances(w: np.ndarray, inc: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def _tick_variances(
     w: np.ndarray, slip: np.ndarray, inc: np.ndarray, h: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var) and
-    ``h`` (K,) the step durations (s), empty: without the turn term."""
+    """:meth:`PodSlip.pod_tick_variances`; ``slip`` = (roll_var, drag_var, turn_var[,
+    imu_var]) and ``h`` (K,) the step durations (s), empty: without the turn and IMU terms.
+    An IMU's row (0, 0, 1) takes ``imu_var·h`` (rad²) as its rolling part on a step
+    that moves."""
     rolled, dragged = _pod_distances(w, inc)
     roll_var, drag_var, turn_var = slip[0], slip[1], slip[2]
-    turning = turn_var > 0 and h.size == inc.shape[0]
+    imu_var = slip[3] if slip.size > 3 else 0.0
+    timed = h.size == inc.shape[0]
+    turning = turn_var > 0 and timed
     for i in range(w.shape[0]):
+        if w[i, 0] == 0.0 and w[i, 1] == 0.0:
+            for k in range(inc.shape[0]):
+                # at rest the heading is held (pod_kinematics.imu_heading_steps)
+                moved = inc[k, 0] != 0.0 or inc[k, 1] != 0.0 or inc[k, 2] != 0.0
+                rolled[k, i] = imu_var * h[k] if timed and moved else 0.0
+                dragged[k, i] = 0.0
+            continue
         c2 = 1.0 / (w[i, 0] ** 2 + w[i, 1] ** 2)
         for k in range(inc.shape[0]):
             var = roll_var * rolled[k, i]
@@ -257,15 +270,17 @@ class PodSlip:
         roll_var: m² per m rolled.
         drag_var: m² per m dragged.
         turn_var: m² per m its contact travels per m·rad/s² of its lateral acceleration.
+        imu_var: an IMU's heading row (0, 0, 1) of W: its yaw's random walk (rad²/s).
     """
 
     W: np.ndarray
     roll_var: float
     drag_var: float
     turn_var: float = 0.0
+    imu_var: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("roll_var", "drag_var", "turn_var"):
+        for name in ("roll_var", "drag_var", "turn_var", "imu_var"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise FusionError(f"pod slip {name} must be finite and >= 0, got {v}")
@@ -300,7 +315,7 @@ class PodSlip:
     @cached_property
     def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """W, (roll_var, drag_var, turn_var) and W⁺ as the kernels take them, built once."""
-        slip = np.array([self.roll_var, self.drag_var, self.turn_var], dtype=float)
+        slip = np.array([self.roll_var, self.drag_var, self.turn_var, self.imu_var], float)
         return np.ascontiguousarray(self.W, dtype=float), slip, pinv_cached(self.W)
 
 

@@ -42,6 +42,7 @@ from sensorbench.fusion.pod_drive import (
 from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
+    imu_heading_steps,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
@@ -77,11 +78,17 @@ class OdometryInput:
 
         Raises:
             FusionError: the stream has another number of counters than ``geometry`` pods."""
-        if self.dn.shape[1] != geometry.W.shape[0]:
+        if self.dn.shape[1] != geometry.c.size:
             raise FusionError(
                 f"{self.source}: the encoder stream has {self.dn.shape[1]} counters and the "
-                f"pod model {geometry.W.shape[0]} pods: a model fitted on this robot's "
+                f"pod model {geometry.c.size} pods: a model fitted on this robot's "
                 "sessions is needed")
+        if geometry.imu_rate_var is not None:  # two pods, the heading the IMU's
+            if self.imu_dtheta is None:
+                raise FusionError(f"{self.source}: the pod model takes the heading from the "
+                                  "IMU's yaw, which this encoder stream does not carry")
+            dtheta = imu_heading_steps(self.dn, self.imu_dtheta, np.diff(self.t_s))[0]
+            return body_increments(geometry.W, np.column_stack([self.dn, dtheta])), 0
         if repair and self.imu_dtheta is not None:
             inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
             return inc, int(np.count_nonzero(repaired))
@@ -96,7 +103,8 @@ def read_odometry(
     The IMU yaw is used when more than half the kept frames carry one.
 
     Raises:
-        FusionError: no encoder stream, fewer than 2 frames, or fewer than 3 counters.
+        FusionError: no encoder stream, fewer than 2 frames, fewer than 2 counters, or 2
+            without IMU yaw.
     """
     try:
         with Session(path) as s:
@@ -108,14 +116,17 @@ def read_odometry(
     if len(batch) < 2:
         raise FusionError(f"{path}: fewer than two encoder frames")
     n = batch.counts.shape[1]
-    if n < 3:
-        raise FusionError(f"{path}: {n} counters; wheel odometry needs >= 3 (x, y and heading)")
+    if n < 2:
+        raise FusionError(f"{path}: {n} counter; wheel odometry needs >= 3, or 2 and IMU yaw")
     odo = OdometryStream.for_stream(attrs, n)
     frames = OdometryFrames.concat([odo.push(batch), odo.flush()], n)
     if odo.t0_ns is None or odo.start_t_s is None or len(frames) == 0:
         raise FusionError(f"{path}: fewer than two encoder frames with increasing times")
     yaw = np.concatenate([[odo.start_yaw], frames.yaw])
     imu = frames.imu_dtheta if np.count_nonzero(np.isfinite(yaw)) > yaw.size // 2 else None
+    if n == 2 and imu is None:
+        raise FusionError(f"{path}: 2 counters and no IMU yaw: the heading needs a third pod "
+                          "or the IMU's yaw in the encoder stream")  # fmt: skip
     t_s = np.concatenate([[odo.start_t_s], frames.t_s])
     return OdometryInput(t_s, odo.t0_ns, frames.dn, imu, str(path))
 
@@ -550,7 +561,9 @@ def replay_session(
         interval = period or aid_interval(aiding, odo.t_s[0], odo.t_s[-1])
     filt = SplitFilter(noise, gate=gate, aid_model=aid_model)
     state = filt.start(odo.t_s[0], pose0, var0, geometry, interval)
-    end, result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding, odo.imu_dtheta))
+    # with two pods the IMU gives the heading: nothing left to check the pods against
+    checked = odo if geometry.imu_rate_var is None else replace(odo, imu_dtheta=None)
+    end, result = filt.step(state, FrameChunk(odo.t_s[1:], inc, aiding, checked.imu_dtheta))
     errors = consistency = None
     if ref_t is not None:
         errors = pose_errors(result.t_s, result.pose, ref_t, ref_pose)
@@ -558,7 +571,7 @@ def replay_session(
         consistency = reference_consistency(
             result.t_s, result.pose, result.var, ref_t, ref_pose, ref_var, shared
         )
-    channels = len(result.tracks) + (odo.imu_dtheta is not None)
+    channels = len(result.tracks) + (checked.imu_dtheta is not None)
     level = monitor_level ** (1.0 / channels)
     monitor = {
         a: nis_monitor(
@@ -571,7 +584,7 @@ def replay_session(
         for a, t in result.tracks.items()
     }
     imu_monitor, spread_by = _imu_check(
-        geometry, odo, result, n_repaired, (gate, monitor_window, level)
+        geometry, checked, result, n_repaired, (gate, monitor_window, level)
     )
     if imu_monitor is not None:
         monitor[CROSS_CHECK] = imu_monitor
@@ -589,7 +602,7 @@ def replay_session(
             # encoder time (s) before the reference's first usable sample, not replayed:
             # the filters start from the reference's pose, which it does not know there
             "skipped_before_reference_s": skipped_s,
-            "imu_bounce_check": repair and odo.imu_dtheta is not None,
+            "imu_bounce_check": repair and checked.imu_dtheta is not None,
             "repaired_frames": n_repaired,
             # the heading's σ widened by the pods' disagreement with the IMU (rad)
             "widened_heading_sigma_rad": 0.0

@@ -50,6 +50,9 @@ class PodGeometry:
         slip: the wheels' slip law (roll_var, drag_var[, turn_var] of
             :class:`~sensorbench.fusion.odometry_drift.PodSlip`), or None.
         creep: the wheels' creep (:data:`CREEP_KEYS`' values in order), or None.
+        imu_rate_var: with two pods, the heading from an IMU's yaw: the yaw increments'
+            random walk (rad²/s), the IMU a row (0, 0, 1) of :attr:`W` (docs/PODS.md §
+            "Any wheel layout"); None: the pods give the heading.
     """
 
     c: np.ndarray
@@ -60,6 +63,7 @@ class PodGeometry:
     row_cov: np.ndarray | None = field(default=None)
     slip: tuple[float, ...] | None = field(default=None)
     creep: tuple[float, ...] | None = field(default=None)
+    imu_rate_var: float | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -99,14 +103,27 @@ class PodGeometry:
                     f"estimates, got {self.creep}"
                 )
             object.__setattr__(self, "creep", creep)
+        if self.imu_rate_var is not None:
+            if not (math.isfinite(self.imu_rate_var) and self.imu_rate_var >= 0):
+                raise FusionError(f"IMU yaw rate variance must be >= 0, got {self.imu_rate_var}")
+            if n != 2 or self.creep is not None:
+                raise FusionError("an IMU heading row goes with exactly two pods and no creep")
+            object.__setattr__(self, "imu_rate_var", float(self.imu_rate_var))
 
     def calibration_error(self) -> CalibrationError | None:
         """The fitted geometry's uncertainty along a path, None without a covariance."""
-        return None if self.row_cov is None else CalibrationError(self.W, self.row_cov, self.creep)
+        if self.row_cov is None:
+            return None
+        rows = np.zeros((3 * self.W.shape[0],) * 2)  # the IMU's row is exact
+        rows[: self.row_cov.shape[0], : self.row_cov.shape[0]] = self.row_cov
+        return CalibrationError(self.W, rows, self.creep)
 
     def slip_model(self) -> PodSlip | None:
         """The wheels' slip law bound to this geometry, None without one."""
-        return None if self.slip is None else PodSlip(self.W, *self.slip)
+        if self.slip is None:
+            return None
+        roll, drag, turn = (*self.slip, 0.0)[:3]
+        return PodSlip(self.W, roll, drag, turn, self.imu_rate_var or 0.0)
 
     @classmethod
     def from_mounts(
@@ -133,14 +150,16 @@ class PodGeometry:
     @property
     def W(self) -> np.ndarray:
         """The (N, 3) matrix with ``Δn = W·(Δx, Δy, Δθ)`` (ticks per m, m, rad): rows
-        (cos φ_i, sin φ_i, L_i)/c_i."""
-        return np.column_stack([np.cos(self.phi), np.sin(self.phi), self.lever]) / self.c[:, None]
+        (cos φ_i, sin φ_i, L_i)/c_i, and (0, 0, 1) below them for an IMU's heading (its
+        "ticks" radians of yaw)."""
+        w = np.column_stack([np.cos(self.phi), np.sin(self.phi), self.lever]) / self.c[:, None]
+        return w if self.imu_rate_var is None else np.vstack([w, [0.0, 0.0, 1.0]])
 
     def rounding_covariance(self) -> np.ndarray:
         """Body covariance (3, 3) of the odometry pose from tick rounding alone: each
         cumulative count is the travel floored to whole ticks, one uniform error of 1/12
-        tick² per pod, mapped through W⁺ (m², m·rad, rad²)."""
-        w_inv = pinv_cached(self.W)
+        tick² per pod, mapped through W⁺ (m², m·rad, rad²); an IMU's yaw does not round."""
+        w_inv = pinv_cached(self.W)[:, : self.c.size]
         return w_inv @ w_inv.T / 12.0
 
     def rounding_floor(self) -> dict[str, float]:
@@ -186,10 +205,14 @@ def expected_frac_variance(mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
 
 def condition_number(W: np.ndarray) -> float:
     """2-norm condition number of W with the heading column (ticks per rad) divided by the
-    RMS lever arm implied by W, so every column is ticks per metre; ≳ 100 means the
-    odometry amplifies tick noise badly."""
+    RMS lever arm implied by W, so every column is ticks per metre (with an IMU's heading
+    row, that of the pods' translation columns); ≳ 100 means the odometry amplifies tick
+    noise badly."""
     W = np.asarray(W, dtype=float)
-    length_scale_m = float(np.sqrt(np.mean((W[:, 2] / np.linalg.norm(W[:, :2], axis=1)) ** 2)))
+    wheel = np.linalg.norm(W[:, :2], axis=1)
+    if not np.all(wheel > 0):  # an IMU's heading row (0, 0, 1): the pods give x and y
+        return float(np.linalg.cond(W[wheel > 0, :2]))
+    length_scale_m = float(np.sqrt(np.mean((W[:, 2] / wheel) ** 2)))
     if not length_scale_m > 0:
         return float("inf")
     return float(np.linalg.cond(W * np.array([1.0, 1.0, 1.0 / length_scale_m])))
@@ -271,6 +294,56 @@ def body_increments_two_pods_imu(
     rhs = dn[:, list(pods)] - dtheta[:, None] * W[list(pods), 2][None, :]
     xy = np.linalg.solve(A, rhs.T).T
     return np.column_stack([xy, dtheta])
+
+
+REST_S = 0.1
+"""A frame ends a rest when no counter changed over the last this many seconds of frames:
+the robot is not turning (:func:`imu_heading_steps`)."""
+
+
+def imu_heading_steps(
+    dn: np.ndarray, imu_dtheta: np.ndarray, dt: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Heading increments (K,) rad from an IMU's yaw increments ``imu_dtheta`` (K,) for
+    two pods' ticks ``dn`` (K, 2) over steps of ``dt`` (K,) s, causally: 0 at rest (no
+    counter changed over the last :data:`REST_S`), elsewhere the IMU's less its bias, the
+    mean yaw rate over the rests before (rad/s; 0 before the first). Also returns whether
+    each step is at rest (K,) bool."""
+    dn = np.asarray(dn, dtype=float)
+    dt = np.asarray(dt, dtype=float)
+    imu = np.nan_to_num(np.asarray(imu_dtheta, dtype=float))
+    span = max(1, round(REST_S / max(float(np.median(dt)) if dt.size else 1.0, 1e-9)))
+    moved = np.concatenate([np.zeros(span), np.cumsum(np.any(dn != 0, axis=1))])
+    rest = (moved[span:] - moved[:-span]) == 0
+    # the bias from the rests before the step (exclusive): the same numbers in any chunks
+    yaw_at_rest = np.concatenate([[0.0], np.cumsum(np.where(rest, imu, 0.0))])[:-1]
+    time_at_rest = np.concatenate([[0.0], np.cumsum(np.where(rest, dt, 0.0))])[:-1]
+    bias = np.divide(yaw_at_rest, time_at_rest, out=np.zeros_like(dt), where=time_at_rest > 0)
+    return np.where(rest, 0.0, imu - bias * dt), rest
+
+
+def imu_rest_rate_variance(dn: np.ndarray, imu_dtheta: np.ndarray, dt: np.ndarray) -> float | None:
+    """The IMU yaw's random walk (rad²/s) at rest (:func:`imu_heading_steps`' rests), from
+    its yaw over :data:`REST_S` windows less the rests' mean rate; None with fewer than
+    10 such windows."""
+    dt = np.asarray(dt, dtype=float)
+    imu = np.asarray(imu_dtheta, dtype=float)
+    rest = imu_heading_steps(dn, imu, dt)[1] & np.isfinite(imu)
+    span = max(1, round(REST_S / max(float(np.median(dt)), 1e-9)))
+    idx = np.flatnonzero(rest)
+    # windows of ``span`` consecutive rest frames
+    runs = np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1)
+    win_yaw, win_t = [], []
+    for run in runs:
+        for j in range(0, run.size - span + 1, span):
+            sel = run[j : j + span]
+            win_yaw.append(imu[sel].sum())
+            win_t.append(dt[sel].sum())
+    if len(win_yaw) < 10:
+        return None
+    y, t = np.array(win_yaw), np.array(win_t)
+    rate = y.sum() / t.sum()
+    return float(np.mean((y - rate * t) ** 2 / t))
 
 
 def repair_bounces(
@@ -376,6 +449,8 @@ def integrate_path(increments: np.ndarray, pose0: Sequence[float] = (0.0, 0.0, 0
     return np.column_stack([x, y, theta])
 
 
+IMU_KEY = "yaw_rate_var_rad2_per_s"
+"""The IMU heading row's random walk in a model file's ``[imu]`` (two pods)."""
 SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
 """The slip law's lateral-acceleration term in a model file's ``[slip]`` (0 when absent)."""
 CREEP_KEYS = (
@@ -425,6 +500,8 @@ def save_pod_model(
             **dict(zip(CREEP_KEYS, geometry.creep or (), strict=False)),
             **(dict(slip_report) if slip_report else {}),
         }
+    if geometry.imu_rate_var is not None:
+        body["imu"] = {IMU_KEY: geometry.imu_rate_var}
     if geometry.row_cov is not None:
         body["calibration"] = {
             "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
@@ -447,8 +524,13 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
         path, POD_MODEL_KIND, POD_MODEL_VERSION, POD_MODEL_UNITS, keys=POD_GEOMETRY_KEYS
     )
     pods = doc.get("pod", [])
-    if len(pods) < 3:
-        raise ModelFileError(f"{path}: odometry needs >= 3 [[pod]] tables, found {len(pods)}")
+    imu = doc.get("imu", {}).get(IMU_KEY)
+    if len(pods) < 3 and not (len(pods) == 2 and imu is not None):
+        raise ModelFileError(
+            f"{path}: odometry needs >= 3 [[pod]] tables, or 2 and an [imu] table for the "
+            f"heading (its {IMU_KEY}: fit pods on sessions with IMU yaw), found {len(pods)}"
+            + ("" if len(pods) != 2 else " and no [imu] table")
+        )
     for p in pods:
         status = p.get("status", {})
         bad = {k: v for k, v in status.items() if v != "ok"}
@@ -488,6 +570,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             row_cov=row_cov,
             slip=law,
             creep=creep,
+            imu_rate_var=imu,
         )
     except (TypeError, ValueError, FusionError) as exc:
         raise ModelFileError(f"{path}: {exc}") from exc

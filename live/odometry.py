@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from sensorbench.errors import ModelFileError
 from sensorbench.fusion.aid_queue import Aiding, PoseAidModel
 from sensorbench.fusion.axis_loop import predict_pv
 from sensorbench.fusion.estimate_stream import (
@@ -100,14 +101,19 @@ class OdometryModels:
         without a noise model the untuned defaults.
 
         Raises:
-            ModelFileError: a file of another kind, version or units, or malformed.
+            ModelFileError: a file of another kind, version or units, or malformed, or
+                a two-pod model (the IMU's heading: not run live yet).
         """
         from sensorbench.characterize.pose.error_model import PoseErrorModel
         from sensorbench.fusion.filter_noise import load_noise_model
         from sensorbench.fusion.pod_kinematics import load_pod_model
 
+        geometry = load_pod_model(pods)
+        if geometry.imu_rate_var is not None:
+            raise ModelFileError(f"{pods}: two pods with the IMU's heading: `live` does not "
+                                 "run this layout yet (`replay` does)")  # fmt: skip
         return cls(
-            load_pod_model(pods),
+            geometry,
             load_noise_model(noise) if noise is not None else FilterNoise.default(),
             PoseErrorModel.load(pose_model).aid_model() if pose_model is not None else None,
             imu=imu,

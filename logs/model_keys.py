@@ -189,6 +189,14 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
         "units": Key("the unit of row_covariance's entries"),
         "row_covariance": Key("3·pods × 3·pods covariance of the stacked rows", COVARIANCE),
     },
+    "imu": {
+        "": Key(
+            "two pods: the heading is the IMU's yaw (its row (0, 0, 1) below the pods')"
+        ),
+        "yaw_rate_var_rad2_per_s": Key(
+            "the IMU yaw increments' random walk (rad²/s), measured at rest", NONNEG
+        ),
+    },
     "slip": {
         "": Key(
             "the wheels' slip law: variance of a pod's travel error per metre rolled "

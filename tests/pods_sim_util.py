@@ -15,14 +15,19 @@ from sensorbench.sim.simulation import simulate_to_session
 DRIVES = ("forward", "sideways", "spin", "square")
 
 
-def simulate(tmp: Path, name: str, seed: int, trajectory: dict | None = None) -> Path:
+def simulate(
+    tmp: Path, name: str, seed: int, trajectory: dict | None = None, imu: bool = True
+) -> Path:
     sc = load_scenario(name)
     off = {n: {"enabled": False, "model": p["model"]} for n, p in sc.lidars.items()}
-    overrides = {"lidars": off, "pose_sensor": {"enabled": False}}
+    overrides: dict = {"lidars": off, "pose_sensor": {"enabled": False}}
+    if not imu:
+        overrides["imu"] = {"enabled": False}
     if trajectory:
         overrides["trajectory"] = trajectory
     sc = sc.with_overrides(overrides)
-    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}.h5", overwrite=True)
+    suffix = "" if imu else "_noimu"
+    return simulate_to_session(sc, seed, tmp / f"{name}_{seed}{suffix}.h5", overwrite=True)
 
 
 def true_geometry(law: bool) -> PodGeometry:

@@ -58,6 +58,12 @@ def pod_table(fit: PodFit) -> str:
             f"{math.sqrt(sl.slip.roll_var) * 1e3:.3f} mm/√m, dragged {drag}")
     else:
         out.append(fit.slip_note)
+    if fit.imu_rate_var is not None:
+        rest = math.sqrt(fit.imu_note["at_rest_rad2_per_s"]) * 1e3
+        out.append(f"heading from the IMU: it walks {math.sqrt(fit.imu_rate_var) * 1e3:.3f} "
+                   f"mrad/√s of motion (at rest {rest:.3f})")  # fmt: skip
+    elif "not_fitted" in fit.imu_note:
+        out.append(f"heading: {fit.imu_note['not_fitted']}")
     out.append("not observable: each pod's position along its own rolling axis")
     return "\n".join(out)
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
+from sensorbench.characterize.pods.imu_heading_fit import with_imu_heading
 from sensorbench.errors import FitError
 from sensorbench.fusion.odometry_drift import OdometryDrift, coefficient_table, frame_period
 from sensorbench.fusion.pod_drive import Drive, align_drive, drive_intervals
@@ -155,13 +156,15 @@ def fit_drift(
     """
     w_inv = np.linalg.pinv(geometry.W)
     for d in drives:
-        if d.counts.shape[1] != geometry.W.shape[0]:
+        if d.counts.shape[1] != geometry.c.size:
             raise FitError(f"{d.label}: {d.counts.shape[1]} counters, the pod model "
-                           f"{geometry.W.shape[0]} pods")
-        if d.imu_yaw is not None and d.bounce is None:
+                           f"{geometry.c.size} pods")
+        if d.imu_yaw is not None and d.bounce is None and geometry.imu_rate_var is None:
             # a parallel pod's bounce disagrees with the gyro: drop the intervals holding one
             d.bounce = near_bounces(geometry.W, np.diff(d.counts, axis=0), np.diff(d.imu_yaw))
     offsets = [align_drive(d, align_interval_s) for d in drives]
+    if geometry.imu_rate_var is not None:  # two pods: the IMU's heading, no redundancy
+        drives = [with_imu_heading(d) for d in drives]
     delta, signed, path, ends = _intervals(drives, offsets, w_inv, interval_s)
     if delta.shape[0] < 10:
         raise FitError(f"only {delta.shape[0]} intervals to fit the odometry drift from")

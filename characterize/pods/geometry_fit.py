@@ -14,6 +14,10 @@ from typing import Any
 import numpy as np
 
 from sensorbench.characterize.pods.drift_fit import near_bounces
+from sensorbench.characterize.pods.imu_heading_fit import (
+    fit_imu_rate_variance,
+    with_imu_heading,
+)
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
@@ -154,6 +158,8 @@ class PodFit:
     slip: SlipFit | None = None
     slip_note: str = ""
     time_offset_identified: list[bool] = field(default_factory=list)
+    imu_rate_var: float | None = None
+    imu_note: dict[str, Any] = field(default_factory=dict)
 
     @property
     def radius(self) -> np.ndarray | None:
@@ -202,7 +208,9 @@ class PodFit:
             self.counts_per_rev,
             self.joint_row_cov if self.complete else None,
             None if law is None else (law.roll_var, law.drag_var, law.turn_var),
-            None if self.slip is None else self.slip.carried_creep(),
+            None if self.slip is None or self.imu_rate_var is not None
+            else self.slip.carried_creep(),
+            self.imu_rate_var,
         )
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
@@ -216,6 +224,7 @@ class PodFit:
             "time_offsets_s": self.time_offsets_s,
             "excitation": self.excitation,
             "not_observable": "each pod's position along its own rolling axis",
+            **({"imu_heading": self.imu_note} if self.imu_note else {}),
         }
         slip_report = None if self.slip is None else self.slip.as_dict()
         return save_pod_model(path, self._geometry(), prov, self.pod_tables(), summary, slip_report)
@@ -273,6 +282,8 @@ class PodFit:
             "not_observable": "each pod's position along its own rolling axis",
             "slip": None if self.slip is None else self.slip.as_dict(),
             "slip_note": self.slip_note,
+            "imu_heading": {"yaw_rate_var_rad2_per_s": self.imu_rate_var, **self.imu_note}
+            if self.imu_note else None,
         }
 
 
@@ -506,8 +517,23 @@ def fit_pods(
             "imu_bounce_frames_excluded": n_bounce,
         },
     )
+    if n_pods == 2 and fit.complete:
+        fit.imu_rate_var, fit.imu_note = _fit_imu_heading(drives, offsets)
     fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
     return fit
+
+
+def _fit_imu_heading(
+    drives: Sequence[Drive], offsets: Sequence[float]
+) -> tuple[float | None, dict[str, Any]]:
+    """Two pods: the IMU heading's random walk (rad²/s) and its report, or None and why
+    not (:func:`~sensorbench.characterize.pods.imu_heading_fit.fit_imu_rate_variance`)."""
+    noise = [float(np.sqrt(reference_noise(d.t_ref, d.ref)[2])) for d in drives]
+    try:
+        var, report = fit_imu_rate_variance(drives, offsets, noise)
+    except FitError as exc:
+        return None, {"not_fitted": f"{exc}: two pods give no heading without it"}
+    return var, report
 
 
 def _fit_slip(
@@ -519,8 +545,14 @@ def _fit_slip(
     (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`)."""
     if not fit.complete:
         return None, "slip law not fitted: the geometry is incomplete"
-    geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names)
+    if fit.c.size < 3 and fit.imu_rate_var is None:
+        return None, "slip law not fitted: two pods give no heading without every session's IMU yaw"
+    geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, imu_rate_var=fit.imu_rate_var)
     try:
+        if fit.imu_rate_var is not None:  # the pods alone against mocap, the IMU's heading
+            interval = float(fit.options["interval_s"])
+            turned = [with_imu_heading(d) for d in drives]
+            return fit_pod_slip_mocap(turned, geometry, fit.time_offsets_s, interval), ""
         if all(d.imu_yaw is not None for d in drives):
             return fit_pod_slip(drives, geometry, window_s), ""
         interval = float(fit.options["interval_s"])

@@ -78,7 +78,9 @@ def fit_pod_slip_mocap(
     """
     w = geometry.W
     w_inv = np.linalg.pinv(w)
-    c = 1.0 / np.hypot(w[:, 0], w[:, 1])
+    # an IMU's heading row (0, 0, 1) neither slips nor rounds: its c taken infinite
+    wheel = np.hypot(w[:, 0], w[:, 1])
+    c = np.divide(1.0, wheel, out=np.full(wheel.shape, np.inf), where=wheel > 0)
     delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep, drive = (
         _intervals(drives, offsets, w, interval_s)
     )
@@ -107,7 +109,7 @@ def fit_pod_slip_mocap(
 
     def rounding_of(law: np.ndarray) -> np.ndarray:
         per_m = law[0] * rolled + law[1] * dragged + law[2] * by_turn
-        return through_pods(expected_frac_variance(travel, per_m / c**2))
+        return through_pods(expected_frac_variance(travel, per_m / c**2) * (wheel > 0))
 
     theta, keep, rounding = _trimmed_fit(resid, full, drag_ok, rounding_of)
     law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])

@@ -1,0 +1,206 @@
+"""Two pods + the IMU's heading (docs/PODS.md § "Any wheel layout"): the IMU as a row
+(0, 0, 1) of W below two pods; the model file, the refusals naming what is missing, the
+kinematics against the two-pods-plus-IMU solution, and fit → replay against the
+simulator's truth (its sessions with one pod's counter left out)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pods_sim_util import DRIVES, true_geometry
+from pods_two_util import simulate_two
+
+from sensorbench.errors import FusionError, ModelFileError
+from sensorbench.fusion.odometry_drift import PodSlip
+from sensorbench.fusion.odometry_replay import read_odometry
+from sensorbench.fusion.pod_kinematics import (
+    PodGeometry,
+    body_increments,
+    body_increments_two_pods_imu,
+    condition_number,
+    imu_heading_steps,
+    load_pod_model,
+    save_pod_model,
+)
+
+KEEP = [0, 2]
+AXES = ("x", "y", "theta")
+
+
+def two_pods(imu_rate_var: float | None = 1e-7) -> PodGeometry:
+    """The simulator's pods 0 and 2 (a parallel and the perpendicular one)."""
+    g = true_geometry(True)
+    return PodGeometry(g.c[KEEP], g.phi[KEEP], g.lever[KEEP], ("l", "p"), slip=g.slip,
+                       imu_rate_var=imu_rate_var)  # fmt: skip
+
+
+def test_two_counters_without_imu_yaw_are_refused_naming_what_is_missing(tmp_path) -> None:
+    path = simulate_two(tmp_path, "forward", 1, imu=False)
+    with pytest.raises(FusionError, match=r"2 counters and no IMU yaw.*third pod or the IMU"):
+        read_odometry(path)
+    assert read_odometry(simulate_two(tmp_path, "forward", 1)).dn.shape[1] == 2
+
+
+def test_a_two_pod_model_needs_its_imu_table(tmp_path) -> None:
+    save_pod_model(tmp_path / "with.toml", two_pods(2.5e-7), {"source": "test"})
+    assert load_pod_model(tmp_path / "with.toml").imu_rate_var == 2.5e-7
+    save_pod_model(tmp_path / "without.toml", two_pods(None), {"source": "test"})
+    with pytest.raises(ModelFileError, match=r"2 and an \[imu\] table.*found 2 and no \[imu\]"):
+        load_pod_model(tmp_path / "without.toml")
+
+
+def test_fit_pods_on_two_pods_without_imu_fits_the_geometry_and_says_what_is_missing(
+    tmp_path,
+) -> None:
+    from sensorbench.characterize.pods.display import pod_table
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
+    from sensorbench.fusion.pod_drive import load_drive
+
+    drives = [load_drive(simulate_two(tmp_path, n, 40 + i, imu=False))
+              for i, n in enumerate(DRIVES)]  # fmt: skip
+    fit = fit_pods(drives)
+    assert fit.complete and fit.imu_rate_var is None and fit.slip is None
+    assert "IMU's yaw" in fit.imu_note["not_fitted"] and "IMU yaw" in fit.slip_note
+    assert f"heading: {fit.imu_note['not_fitted']}" in pod_table(fit)
+    fit.save(tmp_path / "pods.toml", {"source": "test"})
+    with pytest.raises(ModelFileError, match=r"no \[imu\] table"):
+        load_pod_model(tmp_path / "pods.toml")
+
+
+def test_live_says_it_does_not_run_two_pods_yet(tmp_path) -> None:
+    from sensorbench.live.odometry import OdometryModels
+
+    save_pod_model(tmp_path / "two.toml", two_pods(), {"source": "test"})
+    with pytest.raises(ModelFileError, match="live` does not run this layout"):
+        OdometryModels.from_files(tmp_path / "two.toml")
+
+
+def test_the_imu_row_gives_the_two_pods_plus_imu_increments() -> None:
+    g = two_pods()
+    rng = np.random.default_rng(3)
+    dn = rng.integers(-300, 300, size=(2000, 2)).astype(float)
+    dtheta = rng.normal(0.0, 0.05, 2000)
+    ref = body_increments_two_pods_imu(g.W[:2], dn, dtheta)
+    got = body_increments(g.W, np.column_stack([dn, dtheta]))
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-15)
+    # the length scale of the heading column is the pods' (the IMU's row has none)
+    assert np.isfinite(condition_number(g.W)) and condition_number(g.W) < 100
+
+
+def test_rounding_and_imu_noise_against_a_monte_carlo() -> None:
+    """Floored counts and the IMU's yaw noise through the two-pods-plus-IMU solution:
+    their sample covariance is the stated rounding (1/12 tick² per pod, none for the IMU)
+    plus the IMU row's ``imu_var·h`` carried by W⁻¹."""
+    imu_var, h = 4e-6, 0.005
+    g = two_pods(imu_var)
+    law = PodSlip(g.W, 0.0, 0.0, 0.0, imu_var)
+    u = np.array([[0.002, 0.001, 0.003]])
+    stated = 2 * g.rounding_covariance() + law.step_covariances(u, np.array([h]))[0]
+    rng = np.random.default_rng(4)
+    n = 200_000
+    # a step's count difference errs by the rounding of both its ends
+    tick_err = rng.uniform(-0.5, 0.5, (n, 2)) - rng.uniform(-0.5, 0.5, (n, 2))
+    yaw_err = rng.normal(0.0, np.sqrt(imu_var * h), n)
+    err = body_increments_two_pods_imu(g.W[:2], tick_err, yaw_err)
+    sample = np.cov(err.T)
+    # each entry's standard error ≈ sqrt((C_jj C_ll + C_jl²)/n)
+    se = np.sqrt((np.outer(np.diag(sample), np.diag(sample)) + sample**2) / n)
+    assert np.all(np.abs(sample - stated) < 4 * se), (sample, stated)
+    still = law.step_covariances(np.zeros((1, 3)), np.array([h]))[0]
+    assert np.all(still == 0.0)  # at rest the heading is held
+
+
+def test_the_imu_heading_holds_at_rest_and_removes_the_bias_the_rests_show() -> None:
+    rng = np.random.default_rng(5)
+    k, h, bias = 4000, 0.005, 0.002
+    dt = np.full(k, h)
+    moving = np.arange(k) >= 400  # 2 s at rest, then moving
+    dn = np.where(moving[:, None], rng.integers(1, 5, (k, 2)), 0)
+    rate = np.where(moving, 0.3, 0.0)
+    imu = (rate + bias) * h + rng.normal(0.0, 3e-3 * h, k)
+    steps, rest = imu_heading_steps(dn, imu, dt)
+    assert not rest[moving].any() and rest[:400].all()
+    assert np.all(steps[:400] == 0.0)
+    # the bias estimated from 2 s of rest: σ = 3 mrad/s over √400 frames
+    err = np.sum(steps[moving]) - np.sum(rate[moving] * h)
+    assert abs(err) < 4 * 3e-3 / np.sqrt(400) * 18.0 + 4 * 3e-3 * h * np.sqrt(3600)
+    # causal: the first frames alone give the same numbers
+    part = imu_heading_steps(dn[:1000], imu[:1000], dt[:1000])[0]
+    np.testing.assert_array_equal(part, steps[:1000])
+
+
+# -- fit → replay against the simulator's truth, several seeds -------------------------
+
+SEEDS = tuple(range(30, 35))
+HELD_OUT = (*DRIVES, "figure8")
+REPLAY_SEED = 5000
+
+
+def _seed_rows(tmp: Path, seed: int) -> list[dict]:
+    from sensorbench.characterize.pods.geometry_fit import fit_pods
+    from sensorbench.characterize.pods.noise_fit import fit_noise
+    from sensorbench.fusion.odometry_replay import replay_session
+    from sensorbench.fusion.pod_drive import load_drive
+
+    fitted = [simulate_two(tmp, n, 10 * seed + i) for i, n in enumerate(DRIVES)]
+    geometry = fit_pods([load_drive(p) for p in fitted]).geometry()
+    noise = fit_noise(fitted, geometry).noise
+    small = dataclasses.replace(geometry, imu_rate_var=geometry.imu_rate_var / 9)
+    rows = []
+    for i, name in enumerate(HELD_OUT):
+        path = simulate_two(tmp, name, 10 * seed + i + REPLAY_SEED)
+        for model, g in (("fitted", geometry), ("imu/9", small)):
+            c = replay_session(path, g, noise, reference="truth").consistency
+            for a in AXES:
+                rows.append({"seed": seed, "drive": name, "model": model, "axis": a,
+                             "n": c[a].n, "in2": c[a].coverage[1] * c[a].n,
+                             "flagged": bool(c[a].overconfident)})  # fmt: skip
+    return rows
+
+
+@pytest.fixture(scope="module")
+def two_pod_rows(tmp_path_factory) -> list[dict]:
+    tmp = tmp_path_factory.mktemp("two_pods")
+    return [r for s in SEEDS for r in _seed_rows(tmp, s)]
+
+
+def _coverage(rows: list[dict], axis: str) -> float:
+    sel = [r for r in rows if r["axis"] == axis and r["model"] == "fitted"]
+    return 100.0 * sum(r["in2"] for r in sel) / sum(r["n"] for r in sel)
+
+
+def _missed(figure: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"measured {figure} (docs/PODS.md, "
+                             "Two pods + IMU: the gyro bias's walk between rests)")  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("axis", [
+    pytest.param("x", marks=_missed("87.4 %")),
+    pytest.param("y", marks=_missed("86.6 %")),
+    pytest.param("theta", marks=_missed("80.0 %")),
+])  # fmt: skip
+def test_truth_in_two_sigma_pooled_over_seeds(two_pod_rows, axis) -> None:
+    """Per axis, truth inside the stated 2σ in 90–98 % of the samples pooled over seeds
+    30–34 and the held-out drives (issue 35's band; a drive's error is mostly one
+    calibration and bias draw per seed, so the seeds, not the samples, are the independent
+    units and the band is the issue's, not a binomial one)."""
+    got = _coverage(two_pod_rows, axis)
+    assert 90.0 <= got <= 98.0, f"{axis}: {got:.1f} %"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_an_imu_noise_nine_times_too_small_is_flagged_more(two_pod_rows) -> None:
+    """The check that can fail: the heading stated with the IMU's walk ÷ 9 is called
+    overconfident on more replays than the fitted one (measured 19 against 7 of 25)."""
+
+    def flagged(model: str) -> int:
+        return sum(r["flagged"] for r in two_pod_rows
+                   if r["axis"] == "theta" and r["model"] == model)  # fmt: skip
+
+    assert flagged("imu/9") > flagged("fitted")
