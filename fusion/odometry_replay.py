@@ -461,7 +461,8 @@ def _imu_check(
             slip = law.step_covariances(raw, dt)[:, 2, 2]
             still = np.all(odo.dn == 0, axis=1)
             roll, drag = law.pod_tick_variances(raw, dt)
-            ends = (_frame_rounding(law.kernel_arrays[2][2], roll + drag), 0.0)  # bound unused
+            w, _, w_inv = law.kernel_arrays
+            ends = (_frame_rounding(w, w_inv[2], roll + drag), 0.0)  # bound unused
             u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
         return nis_monitor(u2, *monitor), "slip law"
     # a frame's Δθ holds the rounding of its two ends

@@ -103,18 +103,21 @@ def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True)
 def _frame_rounding(
-    w_theta: np.ndarray, tick_var: np.ndarray
+    w: np.ndarray, w_theta: np.ndarray, tick_var: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """The heading's rounding variance (K,) rad² of each frame's count changes, ``w_theta``
-    (N,) W⁺'s heading row (rad per tick), ``tick_var`` (K, N) the slip law's variance of each
-    pod's travel (tick²). A pod's count change errs from its travel by −f or 1 − f ticks, f
-    the travel's fraction of a tick: variance f(1 − f), which the travel's slip s (tick²)
-    smooths. At the worst fraction, ½, its mean is 1/6 + Σₙ (−1)ⁿ⁺¹ e^(−2π²n²s)/(π²n²): 1/4
-    tick² without slip, the two independent ends' 1/6 under much (docs/PODS.md, "A lifted
-    or slipping wheel")."""
+    """The heading's rounding variance (K,) rad² of each frame's count changes: W (N, 3),
+    W⁺'s heading row ``w_theta`` (N,) (rad per tick), ``tick_var`` (K, N) the slip law's
+    variance of each pod's travel (tick²); an IMU's row (0, 0, 1) does not round. A pod's
+    count change errs from its travel by −f or 1 − f ticks, f the travel's fraction of a
+    tick: variance f(1 − f), which the travel's slip s (tick²) smooths. At the worst
+    fraction, ½, its mean is 1/6 + Σₙ (−1)ⁿ⁺¹ e^(−2π²n²s)/(π²n²): 1/4 tick² without slip,
+    the two independent ends' 1/6 under much (docs/PODS.md, "A lifted or slipping
+    wheel")."""
     out = np.zeros(tick_var.shape[0])
     for k in range(tick_var.shape[0]):
         for i in range(w_theta.size):
+            if w[i, 0] == 0.0 and w[i, 1] == 0.0:
+                continue
             g = 1.0 / 6.0
             for n in range(1, 13):
                 term = np.exp(-2.0 * np.pi**2 * n * n * tick_var[k, i]) / (np.pi**2 * n * n)
@@ -253,7 +256,7 @@ def _split_chunk(
         dv_t = step_cov[:, 2, 2].copy()
         if imu.size and kind == 2:
             # each pod's count change errs by under a tick: Σ|W⁺θ,i| bounds Δθ's rounding
-            end_var = _frame_rounding(law[2][2], roll_t + drag_t)
+            end_var = _frame_rounding(law[0], law[2][2], roll_t + drag_t)
             if not rounding[0].shape[0]:
                 end_var[:] = 0.0
             bound = (end_var, float(np.sum(np.abs(law[2][2]))))

@@ -30,11 +30,10 @@ def _mean_u2(fraction: float, slip: float, rng: np.random.Generator) -> tuple[fl
     counts = np.floor(np.concatenate([ends[:, :1] - travel[:, :1], ends], axis=1))
     dtheta = body_increments(geo.W, np.diff(counts, axis=1).reshape(-1, 3))[:, 2]
     truth = np.full(dtheta.size, (3.0 + fraction) * w_theta.sum())
-    tick_var = np.full((dtheta.size, 3), slip)
+    rounding = _frame_rounding(geo.W, w_theta, np.full((dtheta.size, 3), slip))
     u2 = _disagreement(np.full(dtheta.size, slip * w_theta @ w_theta), dtheta, truth,
-                       np.zeros(dtheta.size, bool), (_frame_rounding(w_theta, tick_var), 1.0),
-                       0.0)[0].reshape(WINDOWS, FRAMES)  # fmt: skip
-    means = u2.mean(axis=1)
+                       np.zeros(dtheta.size, bool), (rounding, 1.0), 0.0)[0]  # fmt: skip
+    means = u2.reshape(WINDOWS, FRAMES).mean(axis=1)
     return float(means.mean()), float(means.std(ddof=1) / np.sqrt(WINDOWS))
 
 
@@ -46,3 +45,12 @@ def test_steady_rounding_is_inside_the_stated_variance(slip: float) -> None:
         assert mean < 1 + 4 * se, (f, mean, se)
     mean, se = got[0.5]
     assert abs(mean - 1) < 4 * se, (mean, se)  # the most, reached
+
+
+def test_an_imu_row_does_not_round() -> None:
+    w = true_geometry(law=True).W.copy()
+    w[0] = (0.0, 0.0, 1.0)  # the right and the perpendicular pod, and the IMU's yaw
+    w_theta = np.linalg.pinv(w)[2]
+    assert w_theta[0] == pytest.approx(1.0)  # the heading is the IMU's alone
+    # were the IMU rounded as a pod: 1/4 rad² of it
+    assert _frame_rounding(w, w_theta, np.zeros((1, 3)))[0] < 1e-12
