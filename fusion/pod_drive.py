@@ -46,6 +46,8 @@ class Drive:
         names: pod names from the encoder stream's attributes, if recorded.
         bounce: (n−1,) frame steps where a pod lost contact (found with the IMU),
             excluded from the fit; None until checked.
+        nominal_c: the robot's nominal distance per tick (m), 2π·wheel_radius_m /
+            counts_per_rev of the recorded geometry or configuration, if any.
     """
 
     label: str
@@ -58,6 +60,7 @@ class Drive:
     counts_per_rev: np.ndarray | None = None
     names: tuple[str, ...] | None = None
     bounce: np.ndarray | None = None
+    nominal_c: float | None = None
 
 
 def yaw_from_quat(q_xyzw: np.ndarray) -> np.ndarray:
@@ -191,7 +194,24 @@ def load_drive(path: str | os.PathLike[str]) -> Drive:
         max_gap_s=2.5 * period,
         counts_per_rev=cpr,
         names=None if names is None else tuple(str(n) for n in names),
+        nominal_c=_nominal_c(attrs.get("nominal_geometry"), config_text),
     )
+
+
+def _nominal_c(recorded: Any, config_text: str) -> float | None:
+    """2π·wheel_radius_m/counts_per_rev (m per tick) of the stream's recorded nominal
+    geometry, else of the robot configuration's ``[pods]``; None without both values."""
+    pods: Any = recorded if isinstance(recorded, dict) else None
+    if pods is None:
+        try:
+            pods = tomllib.loads(config_text or "").get("pods")
+        except tomllib.TOMLDecodeError:
+            return None
+    try:
+        c = 2.0 * np.pi * float(pods["wheel_radius_m"]) / float(pods["counts_per_rev"])
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):
+        return None
+    return c if np.isfinite(c) and c > 0 else None
 
 
 def _config_counts_per_rev(config_text: str) -> Any:
@@ -306,6 +326,30 @@ ALIGN_MIN_CONTRAST = 2.0
 which a drive's time offset is not identified: no pod's counts follow its reference
 motion (a sideways drive of two parallel pods: 1.2, the cost flat within its noise; a drive
 some pod sees: 50-300)."""
+
+
+WIDE_OFFSET_S = 2.0
+"""Range (±s) of a coarse look beyond :data:`MAX_OFFSET_S` for a clearly better alignment."""
+
+
+def refuse_outside(drive: Drive, offset_s: float, interval_s: float) -> None:
+    """Refuse a drive that aligns :data:`ALIGN_MIN_CONTRAST` times better than at
+    ``offset_s`` (its best within ±:data:`MAX_OFFSET_S`) somewhere on a 0.1 s grid out to
+    ±:data:`WIDE_OFFSET_S`: its reference's clock is off by more than the search.
+
+    Raises:
+        FitError: naming the drive, the offset found and the cost ratio.
+    """
+    cost = _rss(*drive_intervals(drive, offset_s, interval_s)[:2])
+    side = np.arange(MAX_OFFSET_S + 0.1, WIDE_OFFSET_S + 1e-9, 0.1)
+    grid = np.concatenate([-side[::-1], side])
+    costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
+    if np.any(np.isfinite(costs)) and ALIGN_MIN_CONTRAST * np.nanmin(costs) < cost:
+        at = float(grid[int(np.nanargmin(costs))])
+        raise FitError(f"{drive.label}: the encoder and reference streams align best near "
+                       f"{at:+.2f} s ({cost / np.nanmin(costs):.3g}× lower cost), outside the "
+                       f"±{MAX_OFFSET_S:g} s the fit searches: their clocks disagree by more; "
+                       "give the reference the encoder's time base")  # fmt: skip
 
 
 def align_drive(drive: Drive, interval_s: float) -> float:

@@ -39,6 +39,11 @@ if more) of it: an A1 (5.5 Hz) alive has a turn within 0.18 s of any time even a
 skipped turn, so only a partner silent for about 3 of its turns leaves one alone."""
 
 
+_NO_TURNS = LidarTurns.empty()
+for _a in vars(_NO_TURNS).values():
+    _a.flags.writeable = False  # what most pushes return: built once, shared
+
+
 def first_turns(turns: LidarTurns, n: int = STEP_TURNS) -> LidarTurns:
     """The turns up to and including the ``n``-th that holds points (all if fewer)."""
     full = np.flatnonzero(turns.count > 0)
@@ -135,7 +140,7 @@ def pair_turns(
     def nearest(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         if dst.size == 1:
             return np.zeros(src.size, dtype=np.int64)
-        j = np.clip(np.searchsorted(dst, src), 1, dst.size - 1)
+        j = np.minimum(np.maximum(np.searchsorted(dst, src), 1), dst.size - 1)
         return np.where(np.abs(src - dst[j - 1]) <= np.abs(dst[j] - src), j - 1, j)
 
     a_to_b = nearest(ta, tb)
@@ -156,7 +161,7 @@ def alone_turns(
     oc = centres[1][other.count > 0]
     if oc.size:
         tc = centres[0]
-        j = np.clip(np.searchsorted(oc, tc), 1, max(oc.size - 1, 1))
+        j = np.minimum(np.maximum(np.searchsorted(oc, tc), 1), max(oc.size - 1, 1))
         near = np.minimum(np.abs(tc - oc[j - 1]), np.abs(oc[np.minimum(j, oc.size - 1)] - tc))
         cand &= near > alone_ns
     return np.flatnonzero(cand)
@@ -168,8 +173,10 @@ def _with_alone(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs and lone turns (the absent side -1) in the order of their stamps."""
     none_f, none_r = np.full(a_r.size, -1), np.full(a_f.size, -1)
-    f, r = np.r_[i_f, a_f, none_f].astype(np.int64), np.r_[i_r, none_r, a_r].astype(np.int64)
-    stamp = np.r_[_mid_ns(centres[0][i_f], centres[1][i_r]), centres[0][a_f], centres[1][a_r]]
+    f = np.concatenate((i_f, a_f, none_f)).astype(np.int64)
+    r = np.concatenate((i_r, none_r, a_r)).astype(np.int64)
+    stamp = np.concatenate((_mid_ns(centres[0][i_f], centres[1][i_r]), centres[0][a_f],
+                            centres[1][a_r]))  # fmt: skip
     order = np.argsort(stamp, kind="stable")
     return f[order], r[order]
 
@@ -208,16 +215,18 @@ def pose_interpolator(batch: PoseBatch, max_gap_s: float = 0.25) -> PoseAt:
 
 
 def points_in_polygon(x: np.ndarray, y: np.ndarray, polygon: np.ndarray) -> np.ndarray:
-    """Even-odd test: which points (m) lie inside the closed polygon (V, 2)."""
+    """Even-odd test: which points (m) lie inside the closed polygon (V, 2). Only the
+    points within the polygon's span of y are tested: beyond it no edge crosses."""
     poly = np.asarray(polygon, dtype=float)
+    y0, x0 = poly[:, 1:], poly[:, :1]  # (V, 1) columns against the points' row
+    y1, x1 = np.concatenate((y0[1:], y0[:1])), np.concatenate((x0[1:], x0[:1]))  # np.roll: 10×
     inside = np.zeros(np.shape(x), dtype=bool)
-    px, py = poly[:, 0], poly[:, 1]
-    qx, qy = np.roll(px, -1), np.roll(py, -1)
-    for x0, y0, x1, y1 in zip(px, py, qx, qy, strict=True):
-        crosses = (y0 > y) != (y1 > y)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xc = x0 + (y - y0) * (x1 - x0) / (y1 - y0)
-        inside ^= crosses & (x < xc)
+    band = np.flatnonzero((y >= y0.min()) & (y < y0.max()))
+    bx, by = np.asarray(x)[band], np.asarray(y)[band]
+    crosses = (y0 > by) != (y1 > by)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xc = x0 + (by - y0) * (x1 - x0) / (y1 - y0)
+    inside[band] = np.bitwise_xor.reduce(crosses & (bx < xc), axis=0)
     return inside
 
 
@@ -294,8 +303,8 @@ def _resample(
     key = pair * span + ang
     order = np.argsort(key, kind="stable")
     key, rng, inten, pair = key[order], rng[order], inten[order], pair[order]
-    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-    last = np.r_[first[1:], pair.size] - 1
+    first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
+    last = np.concatenate((first[1:], [pair.size])) - 1
     key = np.concatenate([key[last] - TWO_PI, key, key[first] + TWO_PI])
     ext = np.concatenate([last, np.arange(pair.size), first])
     order = np.argsort(key, kind="stable")
@@ -304,7 +313,7 @@ def _resample(
 
     grid_pair = np.repeat(np.arange(n_pairs), n_bins)
     g = grid_pair * span + np.tile(np.arange(n_bins) * width, n_pairs)
-    j = np.clip(np.searchsorted(key, g, side="right"), 1, key.size - 1)
+    j = np.minimum(np.maximum(np.searchsorted(key, g, side="right"), 1), key.size - 1)
     lo, hi = j - 1, j
     same = (p_e[lo] == grid_pair) & (p_e[hi] == grid_pair)
     gap = key[hi] - key[lo]
@@ -510,11 +519,11 @@ class StreamingMerger:
         centres = (turn_centres_ns(sides[0]), turn_centres_ns(sides[1]))
         ends = [int(tc[-1]) for tc in centres if tc.size]
         if not ends:
-            return LidarTurns.empty()
+            return _NO_TURNS
         if self._steps is None:
             grid = grid_turns(*sides, final=False)
             if grid is None:
-                return LidarTurns.empty()
+                return _NO_TURNS
             self._steps = self.setup.steps(*grid)
         two_dt, alone = 2 * round(self.setup.max_dt_s * 1e9), self.setup.alone_ns()
         stale = max(ends) - alone - two_dt  # the other lidar is silent or late
@@ -524,7 +533,7 @@ class StreamingMerger:
     def flush(self) -> LidarTurns:
         """Merge everything still pending (at the end of a capture)."""
         if not (self._buf["front"].n_turns or self._buf["rear"].n_turns):
-            return LidarTurns.empty()
+            return _NO_TURNS
         if self._steps is None:
             grid = grid_turns(self._buf["front"], self._buf["rear"])
             assert grid is not None  # final: always decided
@@ -558,11 +567,13 @@ class StreamingMerger:
             decided[used] = False
             self.unpaired[name] += int(decided.sum()) - a.size
             self.alone[name] += a.size
-            self._counted[name] = np.r_[self._counted[name], tc[k][decided]]
+            self._counted[name] = np.concatenate((self._counted[name], tc[k][decided]))
             lone.append(a)
         i_f, i_r = _with_alone(p_f[new], p_r[new], lone[0], lone[1], tc)
-        merged, kept = merge_pairs(front, rear, i_f, i_r, self.setup, self._steps)
-        self._report(merged.t_first_ns, i_f[kept], i_r[kept])
+        merged = _NO_TURNS  # most pushes decide no pair: no merge to pay for
+        if i_f.size:
+            merged, kept = merge_pairs(front, rear, i_f, i_r, self.setup, self._steps)
+            self._report(merged.t_first_ns, i_f[kept], i_r[kept])
         self._done = (max(self._done[0], horizons[0]), max(self._done[1], horizons[1]))
         keep_from = self._done[1] - self.setup.alone_ns()
         for name, t_c in (("front", tc[0]), ("rear", tc[1])):

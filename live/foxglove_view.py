@@ -27,7 +27,7 @@ from sensorbench.live.udp import PoseDatagram
 from sensorbench.live.ws_gate import SubprotocolGate
 from sensorbench.logs import LidarTurns
 from sensorbench.logs.ros2_cdr import BODY_FRAME, ERROR, EVENT_LEVEL, ODOM_FRAME, OK, WARN, yaw_quat
-from sensorbench.logs.scan_bins import ScanGrid, binned_turns
+from sensorbench.logs.scan_bins import ScanGrid, binned_turns, stream_grid
 
 PATH_STEP_NS = 100_000_000
 PATH_POSES = 2000
@@ -135,24 +135,37 @@ class FoxgloveView:
     # -- producers (any thread; never block) -------------------------------------------
 
     def scan(self, name: str, turns: LidarTurns) -> None:
-        """A lidar's new turns."""
-        self.queue.put(("scan", name, turns, 0))
+        """A lidar's new turns (none while no viewer subscribes to them, once the
+        stream's grid is made: its first turn's)."""
+        if name not in self._grids or self._heard(f"/lidar/{name}"):
+            self.queue.put(("scan", name, turns, 0))
 
     def merged(self, turns: LidarTurns) -> None:
-        """New merged scans (``base_link``)."""
-        self.queue.put(("merged", "merged", turns, 0))
+        """New merged scans (``base_link``), while a viewer subscribes to them."""
+        if self._heard("/lidar/merged"):
+            self.queue.put(("merged", "merged", turns, 0))
 
     def pose(self, sample: PoseDatagram, arrivals_ns: tuple[int, ...] = ()) -> None:
-        """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns)."""
-        self.queue.put(("pose", "", sample, arrivals_ns))
+        """The filters' latest pose; ``arrivals_ns``: when its frames arrived (host ns).
+        Without a viewer of ``/tf`` or ``/pose`` only the path's poses are kept (one per
+        :data:`PATH_STEP_NS`: the view thread moves ``_last_path_ns`` on, never back)."""
+        if (sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS or self._heard("/tf")
+                or self._heard("/pose")):
+            self.queue.put(("pose", "", sample, arrivals_ns))
 
     def event(self, t_ns: int, source: str, kind: str, message: str) -> None:
         """A session event."""
         self.queue.put(("event", source, (t_ns, kind, message), 0))
 
     def status(self, doc: dict[str, Any]) -> None:
-        """The status document (JSON)."""
-        self.queue.put(("status", "", doc, 0))
+        """The status document (JSON), while a viewer subscribes to it."""
+        if self._heard("/status"):
+            self.queue.put(("status", "", doc, 0))
+
+    def _heard(self, topic: str) -> bool:
+        """A viewer subscribes to ``topic`` (a message nobody hears is not built)."""
+        channel = self._ch.get(topic)
+        return channel is not None and bool(channel.has_sinks())
 
     # -- the view thread ---------------------------------------------------------------
 
@@ -182,6 +195,9 @@ class FoxgloveView:
         channel = self._ch.get(topic)
         if channel is None:
             return
+        if not channel.has_sinks():  # only the grid, which the stream's first turn makes
+            stream_grid(self._grids, name, turns)
+            return
         for k, _, b in binned_turns(self._grids, name, turns):
             start = float(b.angle_min)
             msg = fm.LaserScan(
@@ -197,7 +213,7 @@ class FoxgloveView:
 
     def _merged(self, _: str, turns: LidarTurns, __: Any) -> None:
         channel = self._ch["/lidar/merged"]
-        for k in range(turns.n_turns):
+        for k in range(turns.n_turns if channel.has_sinks() else 0):
             lo, n = int(turns.offset[k]), int(turns.count[k])
             r = turns.range[lo : lo + n].astype(np.float64)
             msg = fm.LaserScan(
@@ -212,28 +228,33 @@ class FoxgloveView:
             self._count("/lidar/merged")
 
     def _pose(self, _: str, sample: PoseDatagram, arrivals: tuple[int, ...]) -> None:
+        """The pose on ``/tf`` and ``/pose`` to their viewers; the path (kept whether
+        heard or not) every :data:`PATH_STEP_NS`, to its viewers every 5th time."""
         stamp = self._stamp(sample.stamp_ns)
-        frames = [(ODOM_FRAME, BODY_FRAME, sample.pose)]
-        frames += [(BODY_FRAME, name, (m.x_m, m.y_m, m.yaw_rad)) for name, m in self.mounts.items()]
-        transforms = [
-            fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
-                           translation=t, rotation=r)
-            for parent, child, xy_yaw in frames for t, r in (_planar(*xy_yaw),)
-        ]  # fmt: skip
-        self._ch["/tf"].log(fm.FrameTransforms(transforms=transforms))
-        position, orientation = _planar(*sample.pose)
-        pose = fm.Pose(position=position, orientation=orientation)
-        self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM_FRAME, pose=pose))
+        if self._ch["/tf"].has_sinks():
+            frames = [(ODOM_FRAME, BODY_FRAME, sample.pose)]
+            frames += [(BODY_FRAME, name, (m.x_m, m.y_m, m.yaw_rad))
+                       for name, m in self.mounts.items()]
+            transforms = [
+                fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+                                  translation=t, rotation=r)
+                for parent, child, xy_yaw in frames for t, r in (_planar(*xy_yaw),)
+            ]
+            self._ch["/tf"].log(fm.FrameTransforms(transforms=transforms))
+            self._count("/tf")
+        if self._ch["/pose"].has_sinks():
+            position, orientation = _planar(*sample.pose)
+            pose = fm.Pose(position=position, orientation=orientation)
+            self._ch["/pose"].log(fm.PoseInFrame(timestamp=stamp, frame_id=ODOM_FRAME, pose=pose))
+            self._count("/pose")
         now = time.monotonic_ns()
         self.latencies.extend(now - a for a in arrivals)
-        self._count("/tf")
-        self._count("/pose")
         if sample.stamp_ns - self._last_path_ns >= PATH_STEP_NS:
             self._path.append(sample)
             del self._path[:-PATH_POSES]
             self._last_path_ns = sample.stamp_ns
             self._path_added += 1
-            if self._path_added % 5 == 1:
+            if self._path_added % 5 == 1 and self._ch["/path"].has_sinks():
                 poses = [fm.Pose(position=t, orientation=r)
                          for t, r in (_planar(*p.pose) for p in self._path)]  # fmt: skip
                 path = fm.PosesInFrame(timestamp=stamp, frame_id=ODOM_FRAME, poses=poses)
@@ -247,7 +268,8 @@ class FoxgloveView:
     def _event(self, source: str, ev: tuple[int, str, str], _: Any) -> None:
         self._events.append((source, ev))
         del self._events[:-EVENT_HISTORY]
-        self._log(source, ev)
+        if self._ch["/events"].has_sinks():  # a later viewer gets the history
+            self._log(source, ev)
 
     def _log(self, source: str, ev: tuple[int, str, str]) -> None:
         t_ns, kind, message = ev

@@ -33,7 +33,13 @@ from sensorbench.logs.ros2_cdr import (
     mounts_tf,
     planar_odometry,
 )
-from sensorbench.logs.scan_bins import ScanGrid, binned_turns, rated_range_m, scan_limits
+from sensorbench.logs.scan_bins import (
+    ScanGrid,
+    binned_turns,
+    rated_range_m,
+    scan_limits,
+    stream_grid,
+)
 from sensorbench.logs.schema import MERGED_STREAM
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -234,14 +240,26 @@ class Ros2Publisher:
             self._write("/tf", tf)
 
     def scan(self, name: str, turns: LidarTurns) -> None:
-        """A lidar's new turns."""
-        self.queue.put((self._lidar, name, turns))
+        """A lidar's new turns (none while no subscriber matches its topic, once the
+        stream's grid is made: its first turn's)."""
+        if name not in self._grids or self._heard(f"/{name}/scan"):
+            self.queue.put((self._lidar, name, turns))
 
     def merged(self, turns: LidarTurns) -> None:
-        """New merged scans (base frame)."""
+        """New merged scans (base frame), while a subscriber matches ``/scan``."""
         self._last_merged = time.monotonic()
         self._merged += turns.n_turns
-        self.queue.put((self._merged_scan, turns))
+        if self._heard("/scan"):
+            self.queue.put((self._merged_scan, turns))
+
+    def _heard(self, topic: str) -> bool:
+        """A subscriber matches ``topic``'s writer: DDS delivers a sample written before
+        that to no one (``/scan`` volatile), so a scan nobody hears is not built."""
+        writer = self._writers.get(topic)
+        try:
+            return writer is not None and bool(writer.get_matched_subscriptions())
+        except Exception:  # the binding raises DDSException: write, and count its failure
+            return True
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
@@ -293,6 +311,9 @@ class Ros2Publisher:
             self._write("/tf_static", mounts_tf(stamp, self.options.base_frame, mounts))
 
     def _lidar(self, name: str, turns: LidarTurns) -> None:
+        if not self._heard(f"/{name}/scan"):  # only the grid, which the first turn makes
+            stream_grid(self._grids, name, turns)
+            return
         for k, _, b in binned_turns(self._grids, name, turns):
             msg = b.laser_scan(self._stamp(b.stamp_ns), name, float(turns.speed_hz[k]),
                                self._limits(name))  # fmt: skip

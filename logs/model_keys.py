@@ -343,7 +343,7 @@ POSE_ERROR_KEYS: dict[str, Any] = {
             "relocalizations whose offset is far outside N(0, sigma_b²): named one at a "
             "time, their offsets left free in the fit"
         ),
-        "n_relocalizations": Key("relocalizations the fit saw (segments less session starts)"),
+        "n_relocalizations": Key("relocalizations the fit saw (segments less exempt starts)"),
         "n_wrong": Key("those named wrong"),
         "rate": Key("n_wrong / n_relocalizations (rate and rate_ci95 absent without any)"),
         "rate_ci95": Key("95 % interval of the rate (Clopper-Pearson)"),

@@ -142,22 +142,38 @@ def bin_turn(
     return BinnedScan(angle_min, stamp, inc, ranges, intensities, time_increment, ray_of_point)
 
 
+def stream_grid(grids: dict[str, ScanGrid], name: str, turns: LidarTurns) -> ScanGrid | None:
+    """The grid of stream ``name``, kept in ``grids``: made from the stream's first turn
+    with two points or more (of ``turns`` if none was made before); None until one."""
+    grid = grids.get(name)
+    if grid is None:
+        full = np.flatnonzero(turns.count >= 2)
+        if full.size:
+            k = int(full[0])
+            lo = int(turns.offset[k])
+            grid = grids[name] = ScanGrid.for_stream(turns.angle[lo : lo + int(turns.count[k])],
+                                                     turns.count[k : k + 1])  # fmt: skip
+    return grid
+
+
 def binned_turns(
     grids: dict[str, ScanGrid], name: str, turns: LidarTurns
 ) -> Iterator[tuple[int, slice, BinnedScan]]:
     """Each turn of ``turns`` (of stream ``name``) with two points or more, on the
-    stream's grid (made from its first such turn and kept in ``grids``): its index, its
-    points' slice and its :class:`BinnedScan`. The live view and ROS 2 publish these."""
+    stream's grid (:func:`stream_grid`): its index, its points' slice and its
+    :class:`BinnedScan`. The live view and ROS 2 publish these."""
+    grid = stream_grid(grids, name, turns)
+    if grid is None:
+        return
+    offset = turns.offset
     for k in range(turns.n_turns):
-        lo, hi = int(turns.offset[k]), int(turns.offset[k] + turns.count[k])
+        lo, hi = int(offset[k]), int(offset[k] + turns.count[k])
         if hi - lo < 2:
             continue
-        grid = grids.get(name)
-        if grid is None:
-            grid = grids[name] = ScanGrid.for_stream(turns.angle[lo:hi], turns.count[k : k + 1])
         pts = slice(lo, hi)
         yield k, pts, bin_turn(grid, turns.angle[pts], turns.range[pts], turns.intensity[pts],
                                turns.t_ns[pts])  # fmt: skip
+
 
 def rated_range_m(attrs: Mapping) -> tuple[float, float]:
     """The rated (min, max) range (m) of a lidar stream with these attributes: its

@@ -137,8 +137,8 @@ def pauses(s: Session, sensor: str) -> tuple[int, float]:
 def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
     """The gross wrong relocalizations the simulator put in a session: session, t_s (s
     from the session start, the fit's time origin), jump (6: m, rad); None: not simulated.
-    The simulator's first offset, at the session's first sample, is no relocalization
-    (the fit never names a start) and is not listed."""
+    A gross offset at the session's first sample is listed too (the fit names it under a
+    frame shared with other sessions, not under the session's own)."""
     from sensorbench.logs.time_window import session_span_ns
 
     with Session(path) as s:
@@ -147,7 +147,6 @@ def simulated_wrong(path: Path, sensor: str) -> list[dict[str, Any]] | None:
             return None
         rows = s.truth_rows(sensor, "reloc_t_ns", "reloc_offset")
         wrong, t_ns = rows["reloc_wrong"].astype(bool), rows["reloc_t_ns"]
-        wrong[:1] = False  # the session's start
         jump = rows["reloc_offset"]
     origin = session_span_ns(path)[0]
     return [
@@ -508,6 +507,8 @@ class PoseSection:
     """The simulator's (:func:`simulated_wrong` of every session; None: real sessions)."""
     pauses: tuple[int, float] = (0, 0.0)
     """The sensor's pauses over all sessions: their number and summed length (s)."""
+    warnings: list[str] = field(default_factory=list)
+    """What ``fit pose-error`` warns of (:func:`pose_display.fit_warnings`)."""
     given: bool = False
     """True when the model is the model file's (validated as it is; its own wrong
     relocalizations are those of the sessions it was fitted on), not fitted here."""
@@ -552,6 +553,7 @@ class PoseSection:
             "params": [p.as_dict() for p in self.params],
             "sessions": self.trajectories,
             "alignment": self.alignment,
+            "warnings": self.warnings,
             "wrong_relocalizations": self.wrong,
             "simulated_wrong_relocalizations": self.simulated_wrong,
         }}
@@ -582,6 +584,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     """The pose-error model (from ``pose_error.toml`` or fitted here) and its validation."""
     from sensorbench.characterize.pose.error_model import PoseErrorModel, fit_pose_error
     from sensorbench.characterize.pose.sessions import prepare_sessions
+    from sensorbench.report.pose_display import fit_warnings
 
     opts, say, figdir, models = inputs.options, inputs.say, inputs.figdir, inputs.models
     use, found, paused = [], [], []
@@ -639,6 +642,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
     section.wrong, section.given = model.wrong_relocalizations, given
     section.pauses = (sum(n for n, _ in paused), sum(t for _, t in paused))
     section.alignment = campaign.decision or campaign.align
+    section.warnings = fit_warnings(campaign, model)
     if any(w is not None for w in wrong):
         section.simulated_wrong = [x for f in found for x in f or []]
     if len(series) >= 2 or given:

@@ -410,6 +410,7 @@ def render_pose(section: PoseSection) -> str:
     ]
     if section.alignment:
         parts.append(f"<p>Frame alignment: {esc(section.alignment)}.</p>")
+    parts += [f"<p class='note'>warning: {esc(w)}</p>" for w in section.warnings]
     if section.trajectories:
         parts.append(_trajectory_table(section.trajectories))
     if section.wrong:

@@ -156,6 +156,17 @@ def trajectory_lines(ps: Any) -> list[str]:
     return lines
 
 
+def fit_warnings(campaign: Any, model: PoseErrorModel) -> list[str]:
+    """What ``fit pose-error`` warns of (and the report shows): :func:`alignment_warnings`
+    and every axis whose fit did not converge."""
+    return alignment_warnings(campaign) + [
+        f"{a}: the fit did not converge: its parameters have no interval and count as "
+        "not identified (a requirement on it cannot be told)"
+        for a in POSE_AXES
+        if not model.axes[a].converged
+    ]
+
+
 @dataclass
 class FitSummary:
     """What ``fit pose-error`` states about a fitted campaign: τ against the segment lengths
@@ -171,15 +182,9 @@ class FitSummary:
     def of(cls, campaign: Any, model: PoseErrorModel) -> FitSummary:
         """The cross-checks and warnings of ``model`` fitted on ``campaign``."""
         series = campaign.series
-        warnings = alignment_warnings(campaign) + [
-            f"{a}: the fit did not converge: its parameters have no interval and count as "
-            "not identified (a requirement on it cannot be told)"
-            for a in POSE_AXES
-            if not model.axes[a].converged
-        ]
         return cls(
             campaign, model, stationarity(model, series),
-            allan_cross_check(series, model.params_array()), warnings,
+            allan_cross_check(series, model.params_array()), fit_warnings(campaign, model),
         )
 
     def to_dict(self, figures: list[str], model_file: str | None) -> dict[str, Any]:

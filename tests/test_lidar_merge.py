@@ -520,3 +520,25 @@ def test_grid_is_the_finer_resolution():
     # each A1 turn pairs with at most one LD19 turn: as many pairs as A1 turns
     assert res.turns.n_turns == r.turns.n_turns
     assert res.unpaired_front == f.turns.n_turns - r.turns.n_turns
+
+
+def test_the_footprint_test_is_the_plain_even_odd_rule_bit_for_bit():
+    # the test runs only the points within the polygon's span of y: the plain rule (every
+    # point against every edge) gives the same answer everywhere, on edges, corners, nan
+    rng = np.random.default_rng(3)
+    poly = np.array([[-0.3, -0.2], [0.25, -0.3], [0.4, 0.1], [0.0, 0.35], [-0.2, 0.1]])
+    x = np.concatenate([rng.uniform(-1, 1, 4000), poly[:, 0], [0.0, np.nan, 0.3]])
+    y = np.concatenate([rng.uniform(-1, 1, 4000), poly[:, 1], [-0.2, 0.0, np.nan]])
+    x[:200] = np.round(x[:200], 1)  # on grid lines through the corners
+    y[:200] = np.round(y[:200], 1)
+    plain = np.zeros(x.size, dtype=bool)
+    for (x0, y0), (x1, y1) in zip(poly, np.roll(poly, -1, axis=0), strict=True):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            plain ^= ((y0 > y) != (y1 > y)) & (x < x0 + (y - y0) * (x1 - x0) / (y1 - y0))
+    got = points_in_polygon(x, y, poly)
+    assert np.array_equal(got, plain)
+    # and it is the polygon: the uniform points inside, about n × area / 4 m² (binomial)
+    nxt = np.roll(poly, -1, axis=0)
+    area = 0.5 * abs(np.sum(poly[:, 0] * nxt[:, 1] - nxt[:, 0] * poly[:, 1]))
+    n_in, p = int(got[200:4000].sum()), area / 4.0
+    assert abs(n_in - 3800 * p) <= 5 * np.sqrt(3800 * p * (1 - p))

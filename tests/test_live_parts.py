@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import foxglove
 import numpy as np
 import pytest
 from foxglove_client import collect, stamp_ns
@@ -236,15 +237,24 @@ def test_the_view_serves_scans_transforms_and_poses_to_a_protocol_client() -> No
     assert view.dropped == 0 and view.latencies.n > 0
 
 
-def test_the_path_keeps_coming_twice_a_second_after_it_holds_its_last_2000_poses() -> None:
+def _recorded(view: FoxgloveView, path: Path) -> foxglove.mcap.MCAPWriter:
+    """A viewer of every channel of ``view`` (started): an MCAP recording of its context."""
+    return foxglove.open_mcap(path, context=view._ctx)
+
+
+def test_the_path_keeps_coming_twice_a_second_after_it_holds_its_last_2000_poses(
+    tmp_path,
+) -> None:
     # 250 s of poses at the path's 0.1 s: 500 more than PATH_POSES; docs/LIVE.md: the path
     # twice a second (every 5th path pose), so 2 per second of data over the whole run
     n = PATH_POSES + 500
     view = FoxgloveView("127.0.0.1", 0, {}, (1_700_000_000_000_000_000, 0), queue_size=n + 10)
     view.start()
+    viewer = _recorded(view, tmp_path / "view.mcap")
     for k in range(n):
         view.pose(_pose(k * PATH_STEP_NS, (0.01 * k, 0.0, 0.0)))
     view.stop(timeout_s=60.0)
+    viewer.close()
     assert view.dropped == 0 and view.last_error is None
     assert view.published["/pose"] == n
     assert view.published["/path"] == 2 * n * PATH_STEP_NS // 10**9
@@ -382,11 +392,14 @@ def test_a_viewer_that_stops_reading_never_holds_the_producers() -> None:
     assert view.dropped > 0
 
 
-def test_an_item_the_view_fails_on_is_counted_and_reported_and_the_view_goes_on() -> None:
+def test_an_item_the_view_fails_on_is_counted_and_reported_and_the_view_goes_on(
+    tmp_path,
+) -> None:
     """The view thread survives an item it cannot publish; the failure is counted and its
     text kept (``LiveRuntime.status`` puts it among the errors the status line shows)."""
     view = FoxgloveView("127.0.0.1", 0, {}, (0, 0))
     view.start()
+    viewer = _recorded(view, tmp_path / "view.mcap")
     try:
         view.status({"elapsed_s": object()})  # not JSON, not a float
         view.status({"elapsed_s": 1.0})
@@ -397,6 +410,49 @@ def test_an_item_the_view_fails_on_is_counted_and_reported_and_the_view_goes_on(
         assert view.last_error is not None and view.last_error.startswith("live-view: status:")
     finally:
         view.stop()
+        viewer.close()
+
+
+def test_the_view_builds_nothing_nobody_subscribes_to_and_keeps_what_a_later_viewer_sees(
+    tmp_path,
+) -> None:
+    """No viewer: no message is built (the view costs no CPU worth its name), but the path,
+    the events' history and each lidar's grid (its first turn's) are kept; a viewer that
+    comes later gets the scans on that grid and the path of the whole run."""
+    rng = np.random.default_rng(2)
+    view = FoxgloveView("127.0.0.1", 0, {"front": Mount(0.2, 0.0, 0.0)}, (0, 0))
+    view.start()
+    first, other = _turn(400, 10**9, rng), _turn(300, 2 * 10**9, rng)  # other step: 1.2°
+    try:
+        view.scan("front", first)
+        for k in range(40):
+            view.scan("front", other)
+            view.merged(other)
+            view.pose(_pose((k + 1) * PATH_STEP_NS, (0.1 * k, 0.0, 0.0)), (time.monotonic_ns(),))
+            deadline = time.monotonic() + 10
+            while len(view._path) < k + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            # between two of the path's poses: nobody sees it, it is not even queued
+            view.pose(_pose((k + 1) * PATH_STEP_NS + PATH_STEP_NS // 2, (0.0, 0.0, 0.0)),
+                      (time.monotonic_ns(),))  # fmt: skip
+            view.event(k, "front", "note", "n")
+            view.status({"elapsed_s": 1.0})
+        deadline = time.monotonic() + 10
+        while len(view._events) < 40 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert view.published == {} and view.dropped == 0 and view.last_error is None
+        assert len(view._path) == 40 and len(view._events) == 40 and view.latencies.n == 40
+        viewer = _recorded(view, tmp_path / "view.mcap")
+        view.scan("front", other)
+        view.pose(_pose(41 * PATH_STEP_NS, (4.0, 0.0, 0.0)))  # the 41st path pose: sent
+        deadline = time.monotonic() + 10
+        while len(view.published) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        viewer.close()
+    finally:
+        view.stop()
+    assert view.published == {"/lidar/front": 1, "/tf": 1, "/pose": 1, "/path": 1}
+    assert view._grids["front"] == ScanGrid.for_stream(first.angle, first.count)
 
 
 def test_a_steps_estimate_rows_in_scalars_are_the_vectorised_ones_bit_for_bit() -> None:

@@ -4,8 +4,9 @@ The foreign generator relocalizes into the wrong place of the map with probabili
 ``wrong_rate`` per relocalization (a gross offset: 0.6 m sd in x and y, a uniform
 heading error within ±90°), from a random stream of its own, so a campaign with
 ``wrong_rate`` > 0 is the campaign without them plus the gross jumps. It draws them at
-a session's first sample too; a start is no relocalization (the fit never names one), so
-the truth here is the wrong ones after the first sample. Checked against its truth:
+a session's first sample too: under the campaign's one frame a start is the sensor
+localizing into the shared map, a candidate like any relocalization, so the truth here
+is every wrong one, starts included. Checked against its truth:
 
 - the fit names exactly the wrong ones (session and time), and sigma_b and its
   interval are those of the same campaign without them (not inflated);
@@ -46,14 +47,14 @@ def _true_times(camp: pose_world.Campaign) -> dict[str, np.ndarray]:
     """Per session name, its wrong relocalizations' sensor stamps on the fit's time
     origin (s from the session's earliest sample of any stream)."""
     return {
-        s.name: s.sensor.t[1:][s.wrong[1:]] - min(s.sensor.t[0], s.mocap.t[0])
+        s.name: s.sensor.t[s.wrong] - min(s.sensor.t[0], s.mocap.t[0])
         for s in camp.sessions
     }
 
 
 def _n_true(camp: pose_world.Campaign) -> int:
-    """The wrong relocalizations the generator drew (a session's start is none)."""
-    return sum(int(s.wrong[1:].sum()) for s in camp.sessions)
+    """The wrong relocalizations the generator drew, session starts included."""
+    return sum(int(s.wrong.sum()) for s in camp.sessions)
 
 
 def _matches(model: PoseErrorModel, camp: pose_world.Campaign, tol_s: float) -> tuple[int, int]:
@@ -197,9 +198,9 @@ def test_validation_passes_with_wrong_relocalizations(root: Path) -> None:
 def test_the_rate_is_per_relocalization_not_per_segment() -> None:
     """Gross jumps (0.5 m, 50 sigma_b) put on 3 known relocalizations of a 4-session
     campaign: those 3 named (a usual one may be too, 5 % family-wise), the rate counted
-    of the campaign's relocalizations (segments − sessions: a session start is none),
-    and the line says so; without any relocalization there is no rate, and the line
-    says there is nothing to rate."""
+    of the campaign's relocalizations (unaligned, one map: a session start is the sensor
+    localizing into it, so every segment counts), and the line says so; without any
+    relocalization there is no rate, and the line says there is nothing to rate."""
     from dataclasses import replace
 
     import pose_util
@@ -207,7 +208,7 @@ def test_the_rate_is_per_relocalization_not_per_segment() -> None:
     from sensorbench.characterize.pose.verdict import wrong_lines
 
     series = pose_util.campaign(11, n_sessions=4)
-    n_relocs = sum(s.n_segments - 1 for s in series)
+    n_relocs = sum(s.n_segments for s in series)
     jumped = ((series[0], 1), (series[1], 2), (series[3], 1))
     for s, j in jumped:
         s.error[s.segment_id == j, :2] += 0.5
@@ -218,16 +219,19 @@ def test_the_rate_is_per_relocalization_not_per_segment() -> None:
     assert w["n_relocalizations"] == n_relocs and w["rate"] == pytest.approx(k / n_relocs), w
     assert wrong_lines(w, None)[0].startswith(f"wrong relocalizations: {k} of {n_relocs} named")
     still = [replace(s, reloc=np.arange(s.n) == 0) for s in pose_util.campaign(12, n_sessions=2)]
+    for s in still:  # each in a frame of its own: its start is no candidate
+        s.meta.update(mean_group=s.name, mean_axes=POSE_AXES)
     w0 = fit_pose_error(still).wrong_relocalizations
     assert w0["n_relocalizations"] == 0 and "rate" not in w0, w0
     assert "no relocalization: nothing to rate" in wrong_lines(w0, None)[0]
 
 
-def test_a_session_start_is_never_named_a_wrong_relocalization() -> None:
-    """Ten 60-s sessions with one relocalization between them, two of them starting 0.5 m
-    and 1.5 m off in x and y (50 and 150 sigma_b): a session start is no relocalization,
-    so neither is named, and the rate stays a share of the one relocalization (it read
-    2 of 1, 200 %, its lower bound nan, when starts could be named)."""
+def test_a_session_starting_off_a_shared_map_is_named() -> None:
+    """Ten 60-s sessions, unaligned (one map), with one relocalization between them, two
+    of them starting 0.5 m and 1.5 m off in x and y (50 and 150 sigma_b): the sensor
+    localized into the wrong place at start-up, so both starts are named (a usual offset
+    may be too, 5 % family-wise), and the rate is a share of the 11 localizations, its
+    interval finite (it read 2 of 1, 200 %, when starts were named but not counted)."""
     from dataclasses import replace
 
     import pose_util
@@ -240,6 +244,7 @@ def test_a_session_start_is_never_named_a_wrong_relocalization() -> None:
         error[:, :2] += {2: 0.5, 4: 1.5}.get(i, 0.0)
         series.append(replace(s, reloc=reloc, error=error))
     w = fit_pose_error(series).wrong_relocalizations
-    assert w["n_relocalizations"] == 1 and w["n_wrong"] <= 1, w
-    assert all(n["t_s"] > 0.0 for n in w["named"]), w
+    assert w["n_relocalizations"] == 11 and w["n_wrong"] <= 3, w
+    starts = {(n["session"], n["t_s"]) for n in w["named"]}
+    assert {(series[i].name, series[i].t_s[0]) for i in (2, 4)} <= starts, w
     assert 0.0 <= w["rate"] <= 1.0 and all(np.isfinite(w["rate_ci95"])), w

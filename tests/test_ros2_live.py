@@ -39,7 +39,7 @@ from sensorbench.fusion.filter_noise import load_noise_model
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.fusion.pod_kinematics import load_pod_model
 from sensorbench.live.ros2 import Ros2Options, Ros2Publisher
-from sensorbench.logs import Session
+from sensorbench.logs import LidarTurns, Session
 from sensorbench.sim.emulated_robot import EmulatedRobot
 
 MODELS = cu.REPO / "examples" / "models"
@@ -424,3 +424,53 @@ def test_a_named_scan_frame_is_placed_on_the_body_by_tf_static() -> None:
     assert laser.header.frame_id == "base_link"
     v, q = laser.transform.translation, laser.transform.rotation
     assert (v.x, v.y, v.z, q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def _turn(n: int, t0: int) -> LidarTurns:
+    """One turn of ``n`` points evenly round (ranges 2 m), at host ``t0`` (ns)."""
+    angle = np.linspace(0, 2 * np.pi, n, endpoint=False).astype(np.float32)
+    t = t0 + np.arange(n, dtype=np.int64) * 100_000
+    return LidarTurns([t0], [0], [10.0], [n], [0], angle, np.full(n, 2.0, np.float32),
+                      np.full(n, 100, np.uint16), t)  # fmt: skip
+
+
+def test_scans_nobody_subscribes_to_are_not_built_and_a_later_subscriber_gets_them(
+    tmp_path, monkeypatch
+) -> None:
+    """DDS delivers a scan written before a reader matched to no one: the publisher builds
+    none then, but keeps each lidar's grid (its first turn's) for the reader that comes."""
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from sensorbench.live import ros2_msgs as m
+    from sensorbench.live.ros2 import _qos
+    from sensorbench.logs.scan_bins import ScanGrid
+
+    (tmp_path / "cyclonedds.xml").write_text(CONFIG.format(dir=tmp_path))
+    monkeypatch.setenv("CYCLONEDDS_URI", f"file://{tmp_path / 'cyclonedds.xml'}")
+    domain = 1 + (os.getpid() + 101) % 200
+    pub = Ros2Publisher(Ros2Options(domain=domain), {"lidar_front": Mount(0.2, 0.0, 0.0)},
+                        (0, 0), False, True)  # fmt: skip
+    pub.open()
+    pub.start()
+    first, other = _turn(400, 10**9), _turn(300, 2 * 10**9)
+    try:
+        pub.scan("lidar_front", first)
+        for _ in range(20):
+            pub.scan("lidar_front", other)
+            pub.merged(other)
+        _wait_for(lambda: "lidar_front" in pub._grids and not pub.queue._items, 10, "idle")
+        time.sleep(0.2)  # the last item taken is done
+        assert "/lidar_front/scan" not in pub.published and "/scan" not in pub.published
+        assert pub._merged == 20  # the merge's health counts them all the same
+        dp = DomainParticipant(domain)
+        q = _qos("sensor")
+        reader = DataReader(dp, Topic(dp, "rt/lidar_front/scan", m.LASER_SCAN, qos=q), qos=q)
+        _wait_for(lambda: pub._heard("/lidar_front/scan"), 20, "a matched subscriber")
+        pub.scan("lidar_front", other)
+        _wait_for(lambda: pub.published.get("/lidar_front/scan") == 1, 10, "the scan written")
+        del reader
+    finally:
+        pub.stop()
+    assert pub._grids["lidar_front"] == ScanGrid.for_stream(first.angle, first.count)

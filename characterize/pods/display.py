@@ -45,6 +45,8 @@ def pod_table(fit: PodFit) -> str:
                               strict=True)
     )  # fmt: skip
     out.append(f"encoder→mocap time offsets: {offsets}")
+    for msg in fit.options.get("imu_refused", []):
+        out.append(f"IMU not used (Δθ, bounces, slip from mocap): {msg}")
     if fit.slip is not None:
         sl = fit.slip
         drag = (

@@ -7,7 +7,7 @@ refused with a reason (docs/PODS.md § "Geometry fit").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from sensorbench.characterize.pods.imu_heading_fit import (
     fit_imu_rate_variance,
     with_imu_heading,
 )
+from sensorbench.characterize.pods.imu_scale import imu_disagreement
 from sensorbench.characterize.pods.slip_fit import WINDOW_S as SLIP_WINDOW_S
 from sensorbench.characterize.pods.slip_fit import SlipFit, fit_pod_slip
 from sensorbench.characterize.pods.slip_mocap_fit import fit_pod_slip_mocap
@@ -28,6 +29,7 @@ from sensorbench.fusion.pod_drive import (
     Drive,
     align_drive_checked,
     intervals_with_rate,
+    refuse_outside,
 )
 from sensorbench.fusion.pod_kinematics import PodGeometry, save_pod_model
 from sensorbench.logs.model_keys import AXES
@@ -440,15 +442,31 @@ def fit_pods(
         raise FitError("the sessions' encoder streams have different numbers of counters ("
                        + ", ".join(f"{k}: {n}" for k, n in layouts)
                        + "): one fit takes the drives of one robot")  # fmt: skip
-    if heading == "auto":
-        heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     # align on the reference's own rotation: the IMU shares the encoder's clock, so
     # with IMU heading a spin would carry no timing information
     aligned = [align_drive_checked(d, interval_s) for d in drives]
+    for d, (o, ok) in zip(drives, aligned, strict=True):
+        if ok:
+            refuse_outside(d, o, interval_s)
     found = [o for o, ok in aligned if ok]
+    if not found and any(np.any(np.diff(d.counts, axis=0)) for d in drives):
+        raise FitError("no drive's pod counts follow its reference at any time offset within "
+                       f"±{MAX_OFFSET_S:g} s (the alignment cost is flat) although the pods "
+                       "counted: the reference's clock is off by more, or it tracks another "
+                       "body")  # fmt: skip
     # a drive no pod's counts follow (two parallel pods driven sideways) has no offset of
     # its own: it takes the others' (one setup, one latency)
     offsets = [o if ok else (float(np.median(found)) if found else 0.0) for o, ok in aligned]
+    imu_refused = [m for d, o in zip(drives, offsets, strict=True)
+                   if (m := imu_disagreement(d, o, interval_s))]  # fmt: skip
+    if imu_refused and heading == "imu":
+        raise FitError("; ".join(imu_refused) + ": an IMU yaw in degrees, of the opposite "
+                       "sign or frozen, or a mocap quaternion not in x, y, z, w order; fit "
+                       "with --heading mocap")  # fmt: skip
+    if imu_refused:  # nothing of the IMU (heading, bounces, slip law) can be trusted
+        drives = [replace(d, imu_yaw=None) for d in drives]
+    if heading == "auto":
+        heading = "imu" if all(d.imu_yaw is not None for d in drives) else "mocap"
     fixed = [not ok for _, ok in aligned]
     core = _fit_core(drives, offsets, interval_s, heading, min_excitation, fixed)
     still = _still_pods(core["rows"], core["cov"], core["excited"], drives)
@@ -481,6 +499,7 @@ def fit_pods(
         {i: f"{pod_names[i]} did not roll in these drives ({msg}): a wheel off the floor "
             "or an encoder not connected" for i, msg in still.items()},
     )  # fmt: skip
+    _check_scale(c, pod_names, next((d.nominal_c for d in drives if d.nominal_c), None))
     cpr = next((d.counts_per_rev for d in drives if d.counts_per_rev is not None), None)
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
@@ -515,12 +534,40 @@ def fit_pods(
             "hac_lags": core["hac_lags"],
             "loss": "huber(k=2.5), rows beyond 5 scale rejected",
             "imu_bounce_frames_excluded": n_bounce,
+            "imu_refused": imu_refused,
         },
     )
     if n_pods == 2 and fit.complete:
         fit.imu_rate_var, fit.imu_note = _fit_imu_heading(drives, offsets)
     fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
     return fit
+
+
+MAX_SCALE_RATIO = 1.5
+"""Fitted over nominal distance per tick (or its inverse) beyond which the reference's length
+unit, or the robot configuration's wheel radius or counts per revolution, is wrong: a
+mocap in mm gives 1000, in inches 25.4, quadrature counted ×4 or ÷4."""
+
+
+def _check_scale(c: np.ndarray, names: Sequence[str], nominal: float | None) -> None:
+    """Refuse fitted distances per tick (m) :data:`MAX_SCALE_RATIO` from the nominal.
+
+    Raises:
+        FitError: some pod's ratio is beyond it (the message gives each).
+    """
+    if nominal is None:
+        return
+    ratio = c / nominal
+    off = [i for i in range(c.size) if np.isfinite(ratio[i])
+           and not 1 / MAX_SCALE_RATIO <= ratio[i] <= MAX_SCALE_RATIO]  # fmt: skip
+    if off:
+        raise FitError(
+            "fitted distance per tick " + ", ".join(f"{names[i]} {c[i]:.4g} m ({ratio[i]:.4g}×)"
+                                                    for i in off)
+            + f" against the robot configuration's nominal {nominal:.4g} m (2π·wheel_radius_m/"
+            "counts_per_rev): the reference's positions in another unit than m (mm: 1000×), "
+            "or the configuration's wheel_radius_m or counts_per_rev wrong"
+        )
 
 
 def _fit_imu_heading(

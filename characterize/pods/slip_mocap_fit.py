@@ -43,7 +43,8 @@ def _intervals(
             continue
         steps = averaged_counts(np.diff(d.counts, axis=0).astype(float), d.t_enc)
         rolled, dragged = pod_distances(w, steps @ w_inv.T)
-        h = np.maximum(np.diff(d.t_enc), 1e-9)[:, None]
+        # the steps' time averaged alike: frames a host stamped in bursts have 0 s steps
+        h = np.maximum(averaged_counts(np.diff(d.t_enc)[:, None], d.t_enc), 1e-9)
         # the contact's speed over the floor (rolled and dragged) and its distance
         contact = np.hypot(rolled, dragged)
         speed, turn = contact / h, np.abs(steps @ w_inv[2])[:, None] / h

@@ -391,7 +391,14 @@ def estimate_time_offset(
         )
     grid = np.arange(lo, hi, step_s)
     a = windowed_rate(sensor, grid, window_s, max_gap_s)
-    a[_reloc_mask(sensor, grid, window_s)] = np.nan
+    relocs = _reloc_mask(sensor, grid, window_s)
+    if np.count_nonzero(np.isfinite(a) & ~relocs) < 20 <= np.count_nonzero(np.isfinite(a)):
+        raise FitError(
+            f"{sensor.name or 'track'}: every {window_s:.3f}-s window of its samples holds a "
+            "flagged relocalization, so the angular rate it jumps across cannot be "
+            "compared with the reference's; give --time-offset"
+        )
+    a[relocs] = np.nan
     n_lag = int(np.ceil(max_offset_s / step_s))
     ref_grid = grid[0] + step_s * np.arange(-n_lag, grid.size + n_lag + 1)
     b_all = windowed_rate(ref, ref_grid, window_s, max_gap_s)

@@ -359,19 +359,20 @@ class WrongRelocs:
     t_s: np.ndarray  # (k,) s, the named segments' first samples
     jump: np.ndarray  # (k, 6) their offsets (m, rad)
     masks: list[np.ndarray]  # per series: (N,) bool at the named segments' first samples
+    n_exempt: int  # the session starts that are no candidates (:func:`start_exempt`)
 
     @classmethod
     def none(cls, series: list[ErrorSeries]) -> WrongRelocs:
         """Nothing named among ``series``."""
         return cls(
             sum(s.n_segments for s in series), [], np.zeros(0), np.zeros((0, len(POSE_AXES))),
-            [np.zeros(s.n, bool) for s in series],
+            [np.zeros(s.n, bool) for s in series], int(start_exempt(series).sum()),
         )
 
     @property
     def n_relocalizations(self) -> int:
-        """The relocalizations: segments less the sessions' starts."""
-        return self.n_segments - len(self.masks)
+        """The relocalizations: segments less the exempt session starts."""
+        return self.n_segments - self.n_exempt
 
     def same_as(self, other: WrongRelocs) -> bool:
         """True when both name the same segments."""
@@ -397,14 +398,24 @@ class WrongRelocs:
         return out
 
 
+def start_exempt(series: list[ErrorSeries]) -> np.ndarray:
+    """``(S,)`` bool: the session's start is no candidate for a wrong relocalization,
+    because an alignment of its own absorbed its mean (``meta["mean_group"]`` shared with
+    no other of ``series``), so that its offset cannot be told from that alignment's.
+    Under one frame for several sessions, or none, a start is the sensor localizing into
+    its map like any relocalization (docs/POSE_ERROR.md)."""
+    groups = [s.meta.get("mean_group") for s in series]
+    return np.array([g is not None and groups.count(g) == 1 for g in groups], dtype=bool)
+
+
 def name_wrong(
     series: list[ErrorSeries], fits: dict[str, AxisFit], sigma_b2: np.ndarray | None = None,
     dof: int = 0, n_family: int = 0,
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
-    Only relocalizations are candidates: a session's start is none, so its offset is
-    never named (it counts as a usual offset in sigma_b's moment estimate). Without
+    Candidates: the relocalizations, and the session starts not :func:`start_exempt`
+    (an exempt start's offset counts as a usual one in sigma_b's moment estimate). Without
     ``sigma_b2``: one at a time at ``WRONG_ALPHA / K``, K the offsets (segments, starts
     included: conservative; docs/POSE_ERROR.md). With ``sigma_b2`` ``(6,)`` (a model
     fitted elsewhere, from ``dof`` offsets), each relocalization is tested against it at
@@ -414,8 +425,8 @@ def name_wrong(
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
     v = np.concatenate([np.stack([np.diag(c) for _, c in e], 1) for e in est])  # (K, 6) unit²
     k_all = b.shape[0]
-    start = np.zeros(k_all, bool)  # each session's first segment: no relocalization
-    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = True
+    start = np.zeros(k_all, bool)  # the first segments of sessions their own frame absorbed
+    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = start_exempt(series)
     level = WRONG_ALPHA / max(n_family or k_all, 1)
     usual = np.ones(k_all, bool)
     if sigma_b2 is not None:
@@ -442,7 +453,9 @@ def name_wrong(
         times += list(s.t_s[starts[wrong_seg]])
         jumps.append(b[k0 : k0 + s.n_segments][wrong_seg])
         k0 += s.n_segments
-    return WrongRelocs(k_all, names, np.array(times), np.concatenate(jumps), masks)
+    return WrongRelocs(
+        k_all, names, np.array(times), np.concatenate(jumps), masks, int(start.sum())
+    )
 
 
 # --------------------------------------------------------------------------- optimizer

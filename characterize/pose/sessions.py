@@ -332,7 +332,7 @@ class PreparedCampaign:
                 self._series(j, aligned[j], label, self._nuisance(g, train, j, label))
                 for j in train
             ]
-            held_out = self._series(held, aligned[held], "held out")
+            held_out = self._series(held, aligned[held], None)  # its mean absorbed by none
             out.append(Fold(held_out, training, inherited, g is None or g.converged))
         return out
 
@@ -399,7 +399,8 @@ class PreparedCampaign:
         )
 
     def _series(
-        self, j: int, al: Alignment, group: str, nuisance: tuple[GroupFit, int, str] | None = None
+        self, j: int, al: Alignment, group: str | None,
+        nuisance: tuple[GroupFit, int, str] | None = None,
     ) -> ErrorSeries:
         a = self.alone[j]
         group = a.series.name if self.align == "session" else group

@@ -350,7 +350,7 @@ def _given_model(
     given = []
     wr = model.wrong_relocalizations
     n_relocs = model.axes["x"].n_segments or int(wr.get("n_relocalizations", 0))  # offsets
-    n_usual = n_relocs - int(wr.get("n_wrong", 0))  # a session start is never named
+    n_usual = n_relocs - int(wr.get("n_wrong", 0))  # offsets less the named
     for i, s in enumerate(series):
         marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
         given.append(check_session(

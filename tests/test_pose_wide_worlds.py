@@ -1,0 +1,84 @@
+"""The pose-error fit on worlds drawn from wide ranges (tests/wide_pose_world.py).
+
+A session that starts in the wrong place of a map the campaign shares (a gross offset
+at its first sample: a wrong relocalization at start-up) was never named: a start
+counted as a usual offset, so the fit took a 1–3 m, 5–90° jump as a draw of sigma_b
+(seed 5: x sigma_b 73 mm for a true 17 mm, yaw 0.093 rad for 0.0017) and validation
+failed with MISFIT on every statistic without saying why. Under one frame for several
+sessions a start is now a candidate like any relocalization (under a session's own frame,
+which absorbs its mean, it still is not: docs/POSE_ERROR.md, "Limitations").
+"""
+
+from __future__ import annotations
+
+import pytest
+import wide_pose_world as world
+
+from sensorbench.characterize.pose.error_model import fit_pose_error
+from sensorbench.characterize.pose.sessions import prepare_campaign
+
+
+def _named(seed: int, align: str):
+    truth, tracks, names = world.campaign(seed, special={0: {"wrong_at_s": 0.0}}, wrong_rate=0.0)
+    camp = prepare_campaign(tracks, names, align=align)
+    return truth, names, camp, fit_pose_error(camp.series)
+
+
+@pytest.mark.parametrize("seed", [5, pytest.param(6, marks=pytest.mark.slow),
+                                  pytest.param(7, marks=pytest.mark.slow)])
+def test_a_wrong_start_in_a_shared_map_is_named(seed: int) -> None:
+    """One frame for the campaign: the wrong start alone is named (at the first stamp,
+    within two sensor periods: a mocap drop-out moves it to the next sample kept), or,
+    when its session has so few relocalizations that its mean is off the map, the FRAME
+    check leaves that session out (seed 7); either way sigma_b's 95 % interval holds the
+    truth on x and yaw (each a 95 % claim: these three seeds are no such miss)."""
+    truth, names, camp, model = _named(seed, "campaign")
+    named = model.wrong_relocalizations["named"]
+    if camp.frames is not None and names[0] in camp.frames.excluded:
+        assert named == [], named
+    else:
+        assert [w["session"] for w in named] == [names[0]], named
+        assert abs(named[0]["t_s"] - truth.wrong_times_s[0][0]) < 2.0 / truth.sensor_hz
+    for k, a in ((0, "x"), (5, "yaw")):
+        lo, hi = model.axes[a].ci()[0]
+        assert lo <= truth.params[k, 0] <= hi, (a, lo, hi, truth.params[k, 0])
+
+
+def test_a_relocalization_at_every_sample_is_refused_naming_the_flags() -> None:
+    """A sensor flagging a relocalization at every sample leaves no window for the rate
+    cross-correlation; the refusal named its gaps and advised --max-gap, which cannot
+    help. It now names the flags and asks for the offset."""
+    from sensorbench.errors import FitError
+
+    _, tracks, names = world.campaign(4, special={0: {"reloc": "every"}}, wrong_rate=0.0)
+    with pytest.raises(FitError, match=r"holds a flagged relocalization.*--time-offset"):
+        prepare_campaign(tracks, names, align="campaign")
+
+
+WIDE_SEEDS = range(10, 35)
+
+
+@pytest.mark.slow
+def test_wrong_relocalizations_named_over_wide_worlds() -> None:
+    """25 campaigns (4 × 40 s, ``--align auto``) drawn over the whole ranges: a name
+    matches a true wrong relocalization of its session within 1.5 sensor periods.
+    Naming is at 5 % family-wise per campaign, so campaigns with a false name are
+    Binomial(25, ≤ 0.05): ≤ 4 (P(> 4) = 0.7 %). A gross jump (≥ 0.3 m or ≥ 5°) may sit
+    within a 20-cm usual spread, so ≥ 90 % of the true ones named, not all (measured
+    38 of 38, no false name)."""
+    hits = trues = false_campaigns = 0
+    for seed in WIDE_SEEDS:
+        truth, tracks, names = world.campaign(seed, duration_s=40.0)
+        model = fit_pose_error(prepare_campaign(tracks, names, align="auto").series)
+        named = [(w["session"], w["t_s"]) for w in model.wrong_relocalizations["named"]]
+        true = [(n, t) for n, ts in zip(names, truth.wrong_times_s, strict=True) for t in ts]
+        tol = 1.5 / truth.sensor_hz
+
+        def near(a: tuple[str, float], among: list[tuple[str, float]], tol: float = tol) -> bool:
+            return any(a[0] == b[0] and abs(a[1] - b[1]) < tol for b in among)
+
+        hits += sum(near(t, named) for t in true)
+        trues += len(true)
+        false_campaigns += any(not near(n, true) for n in named)
+    assert false_campaigns <= 4
+    assert hits >= 0.9 * trues and trues >= 20, (hits, trues)
