@@ -46,7 +46,7 @@ from sensorbench.fusion.pod_kinematics import (
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
-from sensorbench.fusion.split_step import _disagreement
+from sensorbench.fusion.split_step import _disagreement, _frame_rounding
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.export_mcap import OdometryTrack
 from sensorbench.logs.model_file import file_sha256
@@ -457,9 +457,12 @@ def _imu_check(
     if law is not None:
         u2 = result.imu_check
         if repaired:  # a rebuilt frame agrees with the IMU by construction
-            slip = law.step_covariances(raw, np.diff(odo.t_s))[:, 2, 2]
+            dt = np.diff(odo.t_s)
+            slip = law.step_covariances(raw, dt)[:, 2, 2]
             still = np.all(odo.dn == 0, axis=1)
-            ends = (2.0 * geometry.rounding_covariance()[2, 2], 0.0)  # the bound is not used
+            roll, drag = law.pod_tick_variances(raw, dt)
+            w, _, w_inv = law.kernel_arrays
+            ends = (_frame_rounding(w, w_inv[2], roll + drag), 0.0)  # bound unused
             u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
         return nis_monitor(u2, *monitor), "slip law"
     # a frame's Δθ holds the rounding of its two ends

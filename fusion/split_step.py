@@ -101,6 +101,33 @@ def _steps_from(first: np.ndarray, series: np.ndarray) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True)
+def _frame_rounding(
+    w: np.ndarray, w_theta: np.ndarray, tick_var: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The heading's rounding variance (K,) rad² of each frame's count changes: W (N, 3),
+    W⁺'s heading row ``w_theta`` (N,) (rad per tick), ``tick_var`` (K, N) the slip law's
+    variance of each pod's travel (tick²); an IMU's row (0, 0, 1) does not round. A pod's
+    count change errs from its travel by −f or 1 − f ticks, f the travel's fraction of a
+    tick: variance f(1 − f), which the travel's slip s (tick²) smooths. At the worst
+    fraction, ½, its mean is 1/6 + Σₙ (−1)ⁿ⁺¹ e^(−2π²n²s)/(π²n²): 1/4 tick² without slip,
+    the two independent ends' 1/6 under much (docs/PODS.md, "A lifted or slipping
+    wheel")."""
+    out = np.zeros(tick_var.shape[0])
+    for k in range(tick_var.shape[0]):
+        for i in range(w_theta.size):
+            if w[i, 0] == 0.0 and w[i, 1] == 0.0:
+                continue
+            g = 1.0 / 6.0
+            for n in range(1, 13):
+                term = np.exp(-2.0 * np.pi**2 * n * n * tick_var[k, i]) / (np.pi**2 * n * n)
+                g += term if n % 2 else -term
+                if term < 1e-9:
+                    break
+            out[k] += w_theta[i] ** 2 * g
+    return out
+
+
 WIDEN_SIGMA = 4.0
 """A frame whose pods' heading increment is further from the IMU's than its rounding can
 take it plus this many σ of the law's slip widens the stated pose (docs/PODS.md, "A lifted
@@ -110,21 +137,21 @@ or slipping wheel")."""
 @numba.njit(cache=True)
 def _disagreement(
     slip: np.ndarray, dtheta: np.ndarray, imu: np.ndarray, rest: np.ndarray,
-    ends: tuple[float, float], a0: float,
+    ends: tuple[np.ndarray, float], a0: float,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """The pods' heading increments ``dtheta`` (K,) against the IMU's ``imu`` (K,) rad, (2,
     K): the disagreement ``u² = (Δθ_pods − Δθ_imu)²/(slip + ends[0])`` (nan at rest or
-    without either), ``slip`` (K,) the law's heading variance of each step and ``ends`` the
-    rounding of a frame's two ends, its variance (rad²) and bound (rad); and A (rad) after
-    each step, from ``a0``: the sum of the whole |disagreement| of the frames beyond the
-    bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading is widened by, for
-    good."""
+    without either), ``slip`` (K,) the law's heading variance of each step and ``ends`` a
+    frame's rounding, its variance (K,) (rad², :func:`_frame_rounding`) and bound (rad); and A
+    (rad) after each step, from ``a0``: the sum of the whole |disagreement| of the frames
+    beyond the bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading is widened
+    by, for good."""
     out = np.full((2, dtheta.size), np.nan)
     a = a0
     for k in range(dtheta.size):
         r = dtheta[k] - imu[k]
         if not rest[k] and r == r:
-            out[0, k] = r * r / (slip[k] + ends[0])
+            out[0, k] = r * r / (slip[k] + ends[0][k])
             if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
                 a += abs(r)
         out[1, k] = a
@@ -229,7 +256,9 @@ def _split_chunk(
         dv_t = step_cov[:, 2, 2].copy()
         if imu.size and kind == 2:
             # each pod's count change errs by under a tick: Σ|W⁺θ,i| bounds Δθ's rounding
-            end_var = 2.0 * rounding[0][2, 2] if rounding[0].shape[0] else 0.0
+            end_var = _frame_rounding(law[0], law[2][2], roll_t + drag_t)
+            if not rounding[0].shape[0]:
+                end_var[:] = 0.0
             bound = (end_var, float(np.sum(np.abs(law[2][2]))))
             check = _disagreement(dv_t, inc[:, 2], imu, rest, bound, carry0[5])
             dv_t += _steps_from(carry0[5] ** 2, check[1] ** 2)
