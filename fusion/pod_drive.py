@@ -332,18 +332,30 @@ WIDE_OFFSET_S = 2.0
 """Range (±s) of a coarse look beyond :data:`MAX_OFFSET_S` for a clearly better alignment."""
 
 
+def _moving_cost(drive: Drive, offset_s: float, interval_s: float) -> tuple[float, int]:
+    """:func:`_rss` over the intervals where some pod counted, and how many there are: at
+    rest every residual is 0, and a shift whose overlap is mostly rest would cost nothing."""
+    dn, xi = drive_intervals(drive, offset_s, interval_s)[:2]
+    moving = np.any(dn != 0, axis=1)
+    return _rss(dn[moving], xi[moving]), int(np.count_nonzero(moving))
+
+
 def refuse_outside(drive: Drive, offset_s: float, interval_s: float) -> None:
     """Refuse a drive that aligns :data:`ALIGN_MIN_CONTRAST` times better than at
     ``offset_s`` (its best within ±:data:`MAX_OFFSET_S`) somewhere on a 0.1 s grid out to
-    ±:data:`WIDE_OFFSET_S`: its reference's clock is off by more than the search.
+    ±:data:`WIDE_OFFSET_S`: its reference's clock is off by more than the search. Costs
+    are compared over the intervals where the pods moved, and only at offsets keeping at
+    least half as many of them as ``offset_s`` (a shift past a short drive's end leaves
+    a few intervals, which prove nothing).
 
     Raises:
         FitError: naming the drive, the offset found and the cost ratio.
     """
-    cost = _rss(*drive_intervals(drive, offset_s, interval_s)[:2])
+    cost, n_moving = _moving_cost(drive, offset_s, interval_s)
     side = np.arange(MAX_OFFSET_S + 0.1, WIDE_OFFSET_S + 1e-9, 0.1)
     grid = np.concatenate([-side[::-1], side])
-    costs = np.array([_rss(*drive_intervals(drive, o, interval_s)[:2]) for o in grid])
+    looks = [_moving_cost(drive, o, interval_s) for o in grid]
+    costs = np.array([c if 2 * n >= n_moving else np.inf for c, n in looks])
     if np.any(np.isfinite(costs)) and ALIGN_MIN_CONTRAST * np.nanmin(costs) < cost:
         at = float(grid[int(np.nanargmin(costs))])
         raise FitError(f"{drive.label}: the encoder and reference streams align best near "
