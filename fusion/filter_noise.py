@@ -51,6 +51,10 @@ class AxisNoise:
             each session was matched to, added to a replay's NIS band; 0 = an exact model.
         stamp_var: variance (s²) of the frame times' error: each update's r gains
             ``stamp_var·v̂²``, v̂ the axis's recent velocity; 0 = exact frame times.
+        nis_tau: integrated autocorrelation time (≥ 1, updates) of the clipped NIS, the
+            largest over the fitted sessions: the monitor's window holds window/τ
+            independent updates under the model (live and replay); None = not fitted
+            (live takes 1, replay each session's own).
     """
 
     q: float
@@ -60,6 +64,7 @@ class AxisNoise:
     drag_scale: float | None = None
     nis_se: float = 0.0
     stamp_var: float = 0.0
+    nis_tau: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.q > 0 and self.r > 0 and math.isfinite(self.q) and math.isfinite(self.r)):
@@ -68,6 +73,8 @@ class AxisNoise:
             val = getattr(self, name)
             if not (val >= 0 and math.isfinite(val)):
                 raise FusionError(f"{name} must be finite and >= 0, got {val}")
+        if self.nis_tau is not None and not 1.0 <= self.nis_tau < math.inf:
+            raise FusionError(f"nis_tau must be finite and >= 1, got {self.nis_tau}")
 
     @property
     def drag_share(self) -> float:
@@ -200,6 +207,7 @@ def save_noise_model(
 
 _AXIS_DEFAULTS: dict[str, float | None] = {
     "q_jerk": 0.0, "slip_scale": 1.0, "drag_scale": None, "nis_se": 0.0, "stamp_var": 0.0,
+    "nis_tau": None,
 }  # fmt: skip
 """The optional keys of an [axes] row and the :class:`AxisNoise` value their absence means."""
 

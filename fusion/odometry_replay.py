@@ -509,6 +509,14 @@ def _from_reference_start(
     return kept, float(odo.t_s[k] - odo.t_s[0])
 
 
+def _monitor_tau(fitted: float | None, nis: np.ndarray, gate: float, given: float | None) -> float:
+    """An axis monitor's NIS autocorrelation time: ``given``, else the noise model's
+    ``fitted`` one (live's), else the session's own clipped NIS's (not causal)."""
+    if given is not None:
+        return given
+    return fitted if fitted is not None else geyer_tau(np.minimum(nis, gate))
+
+
 def replay_session(
     path: str | os.PathLike[str],
     geometry: PodGeometry,
@@ -536,8 +544,9 @@ def replay_session(
             :func:`~sensorbench.fusion.pod_drive.align_interval_for`.
         monitor_window, monitor_level: the consistency monitor's window (updates) and
             one-sided level, ``monitor_level ** (1/m)`` for each of its m channels (Šidák).
-        monitor_tau: the axis monitors' NIS autocorrelation time; None: each axis's
-            :func:`~sensorbench.fusion.consistency.geyer_tau`; 1.0: the live monitor's.
+        monitor_tau: the axis monitors' NIS autocorrelation time; None: the noise
+            model's fitted ``nis_tau`` as live takes it, or without one each axis's own
+            :func:`~sensorbench.fusion.consistency.geyer_tau` over this session.
         window_ns: replay and score only the frames (and aiding samples) in ``[t0, t1)``
             (ns, None: open).
     """
@@ -580,7 +589,7 @@ def replay_session(
             gate,
             monitor_window,
             level,
-            geyer_tau(np.minimum(t.nis_chi2, gate)) if monitor_tau is None else monitor_tau,
+            _monitor_tau(noise.axis(a).nis_tau, t.nis_chi2, gate, monitor_tau),
         )
         for a, t in result.tracks.items()
     }

@@ -193,8 +193,10 @@ class OdometryWorker:
         self.filter = SplitFilter(models.noise, gate=models.gate, aid_model=models.aid_model)
         channels = len(AXES) + (1 if models.imu else 0)
         level = models.monitor_level ** (1.0 / channels)
-        self.monitors = {a: NisMonitorStream(models.gate, models.monitor_window, level)
-                         for a in (*AXES, CROSS_CHECK)[:channels]}  # fmt: skip
+        # the axes' NIS as correlated as on the fitted sessions; the IMU check's independent
+        taus = [models.noise.axis(a).nis_tau or 1.0 for a in AXES] + [1.0]
+        self.monitors = {a: NisMonitorStream(models.gate, models.monitor_window, level, taus[i])
+                         for i, a in enumerate((*AXES, CROSS_CHECK)[:channels])}  # fmt: skip
         self.counters = OdometryCounters()
         self.writer: SessionWriter | None = None
         self._lock = threading.Lock()

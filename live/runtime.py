@@ -472,7 +472,8 @@ class LiveRuntime:
             "frame": "odom: the pose at the first pod frame is the origin",
             "gate": m.gate,
             "monitor": f"x, y, theta NIS over {m.monitor_window} updates at level "
-            f"{m.monitor_level} (the pods-against-IMU check is not run live)",
+            f"{m.monitor_level}, each axis's window sized by its fitted nis_tau"
+            + (", and the pods against the IMU's yaw" if m.imu else ""),
             "bounce_repair": "off (not causal; replay --no-repair matches)",
             "aid_period_s": aid_period if aid_period is not None else "",
             **self.options.estimate_attrs,

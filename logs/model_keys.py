@@ -250,6 +250,10 @@ _NOISE_AXIS: dict[str, Any] = {
     "drag_scale": Key("scale of the pods' dragging-slip variance in this axis", REAL),
     "nis_se": Key("the fit's own level error of the clipped mean NIS (widens its band)", REAL),
     "stamp_var": Key("variance of a frame's time stamp (s²), times the squared velocity", REAL),
+    "nis_tau": Key(
+        "integrated autocorrelation time of the clipped NIS (updates, >= 1), the largest "
+        "over the fitted sessions: sizes the monitor's window; absent = not fitted", REAL
+    ),
     "feedforward": Key("the observed acceleration is fed forward (always true)", FLAG),
 }
 _DRIFT_AXIS: dict[str, Any] = {

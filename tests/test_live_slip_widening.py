@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from pods_sim_util import true_geometry
 
+from sensorbench.fusion.consistency import window_threshold
 from sensorbench.fusion.filter_noise import FilterNoise
 from sensorbench.fusion.odometry_replay import replay_session
 from sensorbench.live.odometry import OdometryModels, OdometryWorker
@@ -60,3 +61,28 @@ def test_live_widens_and_flags_as_replay_does_bit_for_bit(session) -> None:
     assert rp.summary()["monitor"]["pods_vs_imu"]["onsets_s"]
     # and says so: the σ the heading was widened by, the same live and in replay --json
     assert worker.widened_rad() == rp.summary()["widened_heading_sigma_rad"] > 1.0
+
+
+def test_live_sizes_each_axis_monitor_by_the_fitted_nis_tau_as_replay_does(session) -> None:
+    # the axes' clipped NIS is correlated (τ 1.3-2.4 on clean drives): a window of 50 holds
+    # 50/τ independent updates, and live, which cannot measure τ causally, takes the noise
+    # fit's; replay of a model that has one takes the same, so the flags stay live's
+    taus = {"x": 1.4, "y": 2.6, "theta": 1.9}
+    base = FilterNoise.default()
+    noise = FilterNoise(*(dataclasses.replace(base.axis(a), nis_tau=t) for a, t in taus.items()))
+    models = OdometryModels(true_geometry(True), noise, imu=True)
+    with Session(session) as s:
+        attrs = dict(s.encoder_or_only().attrs)
+    worker = OdometryWorker(models, attrs, lambda d, v, a: None)
+    level = models.monitor_level ** (1 / 4)
+    for a, t in taus.items():
+        want = window_threshold(models.gate, models.monitor_window, level, t)
+        assert worker.monitors[a].threshold == want != window_threshold(
+            models.gate, models.monitor_window, level, 1.0)
+    # the pods-against-IMU channel's u² is independent frame to frame
+    assert worker.monitors["pods_vs_imu"].threshold == window_threshold(
+        models.gate, models.monitor_window, level, 1.0)
+    rp = replay_session(session, models.geometry, noise, repair=False)
+    for a, t in taus.items():
+        assert rp.monitor[a].threshold == window_threshold(
+            models.gate, models.monitor_window, level, t)

@@ -93,7 +93,7 @@ def test_noise_model_round_trips_every_field_exactly(tmp_path: Path) -> None:
     drift = OdometryDrift(np.arange(9.0).reshape(3, 3) * 1e-6 / 7)
     noise = FilterNoise(
         AxisNoise(1e-6 / 3, 4e-10 / 7, 2e-3 / 3, 0.9, 1.1, nis_se=0.02 / 3),
-        AxisNoise(2.0, 2e-8),
+        AxisNoise(2.0, 2e-8, nis_tau=1.7 / 3 + 1),
         AxisNoise(3.0, 3e-8, 0.05, slip_scale=1.2),
         drift,
     )

@@ -102,6 +102,8 @@ def test_cli_fit_noise_and_replay_write_models_estimate_and_plots(case, tmp_path
         a = doc["axes"][axis]
         assert a["q"] > 0 and a["r"] > 0 and len(a["rho"]) == 10
         assert a["nis_bounds_95"][0] < a["nis_bounds_95"][1]
+        # one session: the τ the model keeps for the monitors is its clipped NIS's own
+        assert a["nis_tau"] >= 1 and a["nis_tau"] == pytest.approx(a["k"] / a["k_eff"])
     assert noise.exists()
     est = tmp_path / "est.h5"
     plots = tmp_path / "plots"

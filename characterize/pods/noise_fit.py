@@ -22,6 +22,7 @@ from sensorbench.fusion.axis_step import AxisInput, run_axis
 from sensorbench.fusion.consistency import (
     NisConsistency,
     clipped_chi2_moments,
+    geyer_tau,
     nis_consistency,
     whiteness,
 )
@@ -101,11 +102,12 @@ class AxisNoiseFit:
 
 def check_axis(
     series: Sequence[AxisInput], noise: AxisNoise, gate: float = NIS_GATE_99, max_lag: int = 10
-) -> tuple[NisConsistency, np.ndarray, float, float]:
+) -> tuple[NisConsistency, np.ndarray, float, AxisNoise]:
     """Calibrated-NIS consistency over all sessions, innovation autocorrelation and its
-    bound, and the RMS over the sessions of each one's clipped-mean standard error
-    (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.nis_se`)."""
-    nis, nu_n, se2 = [], [], []
+    bound, and ``noise`` with the RMS over the sessions of each one's clipped-mean standard
+    error (:attr:`~sensorbench.fusion.filter_noise.AxisNoise.nis_se`) and the largest of
+    their clipped NIS's autocorrelation times (``nis_tau``)."""
+    nis, nu_n, se2, tau = [], [], [], [1.0]
     var = clipped_chi2_moments(gate)[1]
     for s in series:
         tr = run_axis(s, noise, gate)
@@ -113,11 +115,13 @@ def check_axis(
         nis.append(tr.nis_chi2[has])
         if np.count_nonzero(has) >= 2:
             se2.append(var / nis_consistency(nis[-1], gate).k_eff)
+            tau.append(geyer_tau(np.minimum(nis[-1], gate)))
         acc = tr.accepted & has
         nu_n.append(tr.innovation[acc] / np.sqrt(tr.s[acc]))
     rho, bound = whiteness(np.concatenate(nu_n), max_lag)
     se = math.sqrt(float(np.mean(se2))) if se2 else 0.0
-    return nis_consistency(np.concatenate(nis), gate), rho, bound, se
+    checked = replace(noise, nis_se=se, nis_tau=max(tau))
+    return nis_consistency(np.concatenate(nis), gate), rho, bound, checked
 
 
 CENSORED_ROUNDS = 4
@@ -173,8 +177,8 @@ def fit_axis(
     pilot.half *= 2.0 ** (ZOOM_ROUNDS - CENSORED_ROUNDS)
     best = zoom_search(data, lo, hi, free, r_min, censor, pilot, CENSORED_ROUNDS, stamp_var)
     noise = _moment_match(series, _gated_scale(series, noise_at(best.centre), gate), gate)
-    nis, rho, rho_bound, se = check_axis(series, noise, gate)
-    return AxisNoiseFit(axis, replace(noise, nis_se=se), best.best, nis, rho, rho_bound)
+    nis, rho, rho_bound, checked = check_axis(series, noise, gate)
+    return AxisNoiseFit(axis, checked, best.best, nis, rho, rho_bound)
 
 
 def _clipped_mean(d: AxisInput, noise: AxisNoise, gate: float) -> tuple[float, int]:
