@@ -15,7 +15,9 @@ docs/PODS.md):
   the session's noise alone 88.7 % of the pairs are inside over seeds 30–59, with both
   98.2 %);
 - truth inside the stated 2σ in 90–98 % of the samples (issue 35's target), per drive and
-  axis pooled over seeds; the misses are strict xfails with their figures;
+  axis pooled over seeds, on the repaired replay and on live's path (``repair=False``:
+  bounces left in and widened, docs/PODS.md "A lifted or slipping wheel"); the misses are
+  strict xfails with their figures;
 - rejections at most twice the gate's nominal rate, per drive pooled over seeds;
 - pods_faults (bouncing and slipping wheels) is flagged by the monitor.
 
@@ -58,10 +60,11 @@ def seed_rows(tmp: Path, seed: int) -> list[dict]:
     rows = []
     for name, path in paths.items():
         rp = replay_session(path, geometry, noise, reference="truth")
+        live = replay_session(path, geometry, noise, reference="truth", repair=False)
         doc = rp.summary()
         degraded = float(np.mean(rp.degraded))
         for a in AXES:
-            n, c = doc["nis"][a], rp.consistency[a]
+            n, c, lc = doc["nis"][a], rp.consistency[a], live.consistency[a]
             rows.append(
                 {
                     "seed": seed,
@@ -74,6 +77,8 @@ def seed_rows(tmp: Path, seed: int) -> list[dict]:
                     "nominal": n["nominal_rejection_rate"],
                     "n": c.n,
                     "in2": c.coverage[1] * c.n,
+                    "live_n": lc.n,
+                    "live_in2": lc.coverage[1] * lc.n,
                     "degraded": degraded,
                 }
             )
@@ -124,6 +129,44 @@ MISSED_COVERAGE: dict[tuple[str, str], str] = {
 def test_stated_sigma_covers_the_truth(rows, drive: str, axis: str) -> None:
     r = [x for x in rows if x["drive"] == drive and x["axis"] == axis]
     coverage = sum(x["in2"] for x in r) / sum(x["n"] for x in r)
+    assert 0.90 <= coverage <= 0.98, (drive, axis, coverage)
+
+
+# live's path over seeds 30-39 (docs/PODS.md, "Measured figures"): the widening states the
+# whole disagreement of a bounce's frames, most of which the heading's gate kept out
+LIVE_WIDE = {  # x, y, θ (%), None: inside 90-98 %
+    "forward": (98.2, 99.1, 99.9),
+    "spin": (99.5, 98.7, 99.1),
+    "square": (None, 99.2, 99.3),
+    "figure8": (None, 98.1, None),
+    "pods_faults": (98.2, 99.3, 99.5),
+}
+LIVE_MISSED = {
+    (d, a): f"{d} {a}: {v} % over seeds 30-39"
+    for d, figures in LIVE_WIDE.items()
+    for a, v in zip(AXES, figures, strict=True)
+    if v is not None
+}
+
+
+def live_coverage(rows: list[dict], drive: str, axis: str) -> float:
+    """Truth inside live's stated 2σ, pooled over the seeds' samples."""
+    r = [x for x in rows if x["drive"] == drive and x["axis"] == axis]
+    return sum(x["live_in2"] for x in r) / sum(x["live_n"] for x in r)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drive", SCENARIOS)
+def test_live_path_is_not_overconfident(rows, drive: str) -> None:
+    # the faults' bounces too (unwidened: pods_faults x / y / θ 33 / 31 / 37 %)
+    for a in AXES:
+        assert live_coverage(rows, drive, a) >= 0.90, (drive, a, live_coverage(rows, drive, a))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("drive", "axis"), honesty.cases(SCENARIOS, LIVE_MISSED))
+def test_live_path_states_sigma_covering_the_truth(rows, drive: str, axis: str) -> None:
+    coverage = live_coverage(rows, drive, axis)
     assert 0.90 <= coverage <= 0.98, (drive, axis, coverage)
 
 
