@@ -15,7 +15,7 @@ import numpy as np
 
 from sensorbench.characterize.pods.drift_fit import near_bounces
 from sensorbench.characterize.pods.imu_heading_fit import (
-    fit_imu_rate_variance,
+    fit_imu_heading_noise,
     with_imu_heading,
 )
 from sensorbench.characterize.pods.imu_scale import imu_disagreement
@@ -161,6 +161,7 @@ class PodFit:
     slip_note: str = ""
     time_offset_identified: list[bool] = field(default_factory=list)
     imu_rate_var: float | None = None
+    imu_bias_walk: float | None = None
     imu_note: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -213,6 +214,7 @@ class PodFit:
             None if self.slip is None or self.imu_rate_var is not None
             else self.slip.carried_creep(),
             self.imu_rate_var,
+            self.imu_bias_walk,
         )
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
@@ -538,7 +540,7 @@ def fit_pods(
         },
     )
     if n_pods == 2 and fit.complete:
-        fit.imu_rate_var, fit.imu_note = _fit_imu_heading(drives, offsets)
+        fit.imu_rate_var, fit.imu_bias_walk, fit.imu_note = _fit_imu_heading(drives, offsets)
     fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
     return fit
 
@@ -572,15 +574,15 @@ def _check_scale(c: np.ndarray, names: Sequence[str], nominal: float | None) -> 
 
 def _fit_imu_heading(
     drives: Sequence[Drive], offsets: Sequence[float]
-) -> tuple[float | None, dict[str, Any]]:
-    """Two pods: the IMU heading's random walk (rad²/s) and its report, or None and why
-    not (:func:`~sensorbench.characterize.pods.imu_heading_fit.fit_imu_rate_variance`)."""
+) -> tuple[float | None, float | None, dict[str, Any]]:
+    """Two pods: the IMU yaw's random walk (rad²/s), the gyro bias's walk ((rad/s)²/s) and
+    their report, or Nones and why not
+    (:func:`~sensorbench.characterize.pods.imu_heading_fit.fit_imu_heading_noise`)."""
     noise = [float(np.sqrt(reference_noise(d.t_ref, d.ref)[2])) for d in drives]
     try:
-        var, report = fit_imu_rate_variance(drives, offsets, noise)
+        return fit_imu_heading_noise(drives, offsets, noise)
     except FitError as exc:
-        return None, {"not_fitted": f"{exc}: two pods give no heading without it"}
-    return var, report
+        return None, None, {"not_fitted": f"{exc}: two pods give no heading without it"}
 
 
 def _fit_slip(
