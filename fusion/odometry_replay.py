@@ -32,6 +32,7 @@ from sensorbench.fusion.estimate_stream import (
 from sensorbench.fusion.filter_noise import FilterNoise, MotionReach
 from sensorbench.fusion.monitor_stream import MonitorResult, nis_monitor
 from sensorbench.fusion.nees_samples import SharedErrors, model_effective_samples
+from sensorbench.fusion.odometry_drift import PodSlip
 from sensorbench.fusion.odometry_stream import OdometryFrames, OdometryStream
 from sensorbench.fusion.pod_drive import (
     align_drive_checked,
@@ -47,8 +48,14 @@ from sensorbench.fusion.pod_kinematics import (
     imu_heading_steps,
     repair_bounces,
 )
-from sensorbench.fusion.split_filter import FilterState, FrameChunk, SplitFilter, SplitResult
-from sensorbench.fusion.split_step import _disagreement, _frame_rounding
+from sensorbench.fusion.split_filter import (
+    _NO_LAW,
+    FilterState,
+    FrameChunk,
+    SplitFilter,
+    SplitResult,
+)
+from sensorbench.fusion.split_step import _add_heading_variance, _disagreement, _frame_rounding
 from sensorbench.logs import PoseFlag, Session
 from sensorbench.logs.export_mcap import OdometryTrack
 from sensorbench.logs.model_file import file_sha256
@@ -407,7 +414,8 @@ def _shared_errors(
     dt = np.diff(odo.t_s)
     step_cov = None if model.drift is None else model.drift.step_covariances(np.nan_to_num(inc), dt)
     if step_cov is not None and heading_var is not None:
-        step_cov[:, 2, 2] += heading_var
+        w, _, w_inv = model.drift.kernel_arrays if isinstance(model.drift, PodSlip) else _NO_LAW
+        _add_heading_variance(step_cov, np.ascontiguousarray(heading_var), w, w_inv)
     return SharedErrors(
         increments=inc,
         heading=result.pose[:, 2],

@@ -194,6 +194,22 @@ def _widen_xy(
 
 
 @numba.njit(cache=True)
+def _add_heading_variance(
+    step_cov: np.ndarray, heading_var: np.ndarray, w: np.ndarray, w_inv: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Add the heading's variance growth (K,) rad² to the body step covariances (K, 3, 3):
+    through W⁺'s (3, N) IMU column when W's (N, 3) last row is an IMU's (0, 0, 1), so the
+    two pods' Δx, Δy carry the heading error their lever arms give; else to θθ."""
+    v = np.array([0.0, 0.0, 1.0])
+    if w.shape[0] and w[-1, 0] == 0.0 and w[-1, 1] == 0.0:
+        v = w_inv[:, -1].copy()
+    for k in range(heading_var.size):
+        for j in range(3):
+            for m in range(3):
+                step_cov[k, j, m] += v[j] * v[m] * heading_var[k]
+
+
+@numba.njit(cache=True)
 def _split_chunk(
     t: np.ndarray,
     inc: np.ndarray,
@@ -256,7 +272,7 @@ def _split_chunk(
     if kind:
         step_cov = roll + drag
         if heading_var.size:
-            step_cov[:, 2, 2] += heading_var
+            _add_heading_variance(step_cov, heading_var, law[0], law[2])
         # the heading's share does not depend on the heading
         dv_t = step_cov[:, 2, 2].copy()
         if imu.size and kind == 2:

@@ -304,6 +304,6 @@ def test_the_heading_variance_grows_the_stated_heading_chunk_by_chunk() -> None:
     base = filt.step(start, FrameChunk(t, inc))[1].var[-1, 2]
     whole = filt.step(start, FrameChunk(t, inc, heading_var=extra))[1]
     assert whole.var[-1, 2] == pytest.approx(base + extra.sum(), rel=1e-6)
-    mid, first = filt.step(start, FrameChunk(t[:100], inc[:100], heading_var=extra[:100]))
+    mid = filt.step(start, FrameChunk(t[:100], inc[:100], heading_var=extra[:100]))[0]
     second = filt.step(mid, FrameChunk(t[100:], inc[100:], heading_var=extra[100:]))[1]
     np.testing.assert_array_equal(second.var[1:], whole.var[101:])

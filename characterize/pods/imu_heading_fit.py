@@ -73,8 +73,8 @@ def _stretches(d: Drive, offset_s: float, noise: float) -> tuple[np.ndarray, ...
         c = np.concatenate([[0.0], np.cumsum(v)])
         return c[ends[1]] - c[ends[0]]
 
-    per_rate = summed(imu_bias_variance(rest, dt, 1.0, 0.0) + moving)
-    per_walk = summed(imu_bias_variance(rest, dt, 0.0, 1.0))
+    per_rate = summed(imu_bias_variance(rest, dt, 1.0, 0.0, fresh=True) + moving)
+    per_walk = summed(imu_bias_variance(rest, dt, 0.0, 1.0, fresh=True))
     ref_var = noise**2 * (1 / n[1:] + 1 / n[:-1])
     q_w = np.array([np.nan if walk is None else walk])
     return np.diff(m), per_rate, per_walk, ref_var, summed(moving), q_w
