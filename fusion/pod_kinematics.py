@@ -318,6 +318,15 @@ def rest_runs(rest: np.ndarray) -> np.ndarray:
     return edges.reshape(-1, 2)
 
 
+def pods_at_rest(dn: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    """Whether each step (K,) is at rest: no counter of ``dn`` (K, N) ticks changed over the
+    last :data:`REST_S` of steps ``dt`` (K,) s."""
+    dt = np.asarray(dt, dtype=float)
+    span = max(1, round(REST_S / max(float(np.median(dt)) if dt.size else 1.0, 1e-9)))
+    moved = np.concatenate([np.zeros(span), np.cumsum(np.any(np.asarray(dn) != 0, axis=1))])
+    return (moved[span:] - moved[:-span]) == 0
+
+
 def imu_heading_steps(
     dn: np.ndarray, imu_dtheta: np.ndarray, dt: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -327,12 +336,9 @@ def imu_heading_steps(
     mean yaw rate over the rests before (rad/s; 0 before the first); nan where the IMU's
     increment is (a rotation not measured is not none: the filters predict that step).
     Also returns whether each step is at rest (K,) bool."""
-    dn = np.asarray(dn, dtype=float)
     dt = np.asarray(dt, dtype=float)
     imu = np.asarray(imu_dtheta, dtype=float)
-    span = max(1, round(REST_S / max(float(np.median(dt)) if dt.size else 1.0, 1e-9)))
-    moved = np.concatenate([np.zeros(span), np.cumsum(np.any(dn != 0, axis=1))])
-    rest = (moved[span:] - moved[:-span]) == 0
+    rest = pods_at_rest(dn, dt)
     # the bias from the rests before the step (exclusive): the same numbers in any chunks
     seen = rest & np.isfinite(imu)
     yaw_at_rest = np.concatenate([[0.0], np.cumsum(np.where(seen, imu, 0.0))])[:-1]

@@ -19,6 +19,7 @@ from sensorbench.fusion.pod_kinematics import (
     imu_bias_variance,
     imu_heading_steps,
     imu_rest_rate_variance,
+    pods_at_rest,
     rest_runs,
 )
 
@@ -47,7 +48,8 @@ def _rest_offsets(
 
 
 def _stretches(d: Drive, offset_s: float, noise: float) -> tuple[np.ndarray, ...] | None:
-    """Per stretch of motion between two rests of drive ``d``: the change e (rad) of the
+    """Per stretch of motion between two rests of drive ``d`` (:func:`with_imu_heading`'s,
+    its heading the last counter): the change e (rad) of the
     reference-minus-IMU heading; its variance per unit of the yaw's walk (rad² per
     rad²/s) and per unit of the bias walk (rad² per (rad/s)²/s)
     (:func:`~sensorbench.fusion.pod_kinematics.imu_bias_variance` plus the yaw's own
@@ -58,10 +60,10 @@ def _stretches(d: Drive, offset_s: float, noise: float) -> tuple[np.ndarray, ...
     reference's time offset (s)."""
     if d.imu_yaw is None:
         return None
-    dn, dt, imu = np.diff(d.counts, axis=0), np.diff(d.t_enc), np.diff(d.imu_yaw)
-    dtheta, rest = imu_heading_steps(dn, imu, dt)
+    dn, dt, imu = np.diff(d.counts[:, :-1], axis=0), np.diff(d.t_enc), np.diff(d.imu_yaw)
+    rest = pods_at_rest(dn, dt)
     walk = imu_rest_rate_variance(imu, dt, rest)
-    heading = np.concatenate([[0.0], np.cumsum(np.nan_to_num(dtheta))])
+    heading = d.counts[:, -1]
     ref = np.interp(d.t_enc + offset_s, d.t_ref, d.ref[:, 2], left=np.nan, right=np.nan)
     period = float(np.median(np.diff(d.t_ref))) if d.t_ref.size > 1 else 1.0
     m, n, runs = _rest_offsets(rest_runs(rest), ref - heading, d.t_enc, period)
@@ -83,7 +85,8 @@ def _stretches(d: Drive, offset_s: float, noise: float) -> tuple[np.ndarray, ...
 def fit_imu_heading_noise(
     drives: Sequence[Drive], offsets: Sequence[float], ref_noise_rad: Sequence[float]
 ) -> tuple[float, float, dict[str, float]]:
-    """The IMU heading's noise of two-pod drives with IMU yaw: the yaw's random walk
+    """The IMU heading's noise of two-pod drives with IMU yaw (:func:`with_imu_heading`'s):
+    the yaw's random walk
     (rad²/s; :func:`~sensorbench.fusion.pod_kinematics.imu_rest_rate_variance`, the
     drives' median; 0 without 10 rest windows in any) and the gyro bias's walk
     ((rad/s)²/s) maximising the likelihood of the changes of the reference-minus-IMU
