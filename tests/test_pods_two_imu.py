@@ -176,17 +176,14 @@ def _coverage(rows: list[dict], axis: str) -> float:
     return 100.0 * sum(r["in2"] for r in sel) / sum(r["n"] for r in sel)
 
 
-def _missed(figure: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"measured {figure} (docs/PODS.md, "
-                             "Two pods + IMU: the gyro bias's walk between rests)")  # fmt: skip
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("axis", [
-    pytest.param("x", marks=_missed("87.4 %")),
-    pytest.param("y", marks=_missed("86.6 %")),
-    pytest.param("theta", marks=_missed("80.0 %")),
+    "x",
+    "y",
+    pytest.param("theta", marks=pytest.mark.xfail(strict=True, reason=(
+        "measured 98.4 %, wide: forward and sideways 100 % (docs/PODS.md, Two pods + IMU: "
+        "the bias walk fitted 0.6-2.8x the simulator's on five seeds)"))),
 ])  # fmt: skip
 def test_truth_in_two_sigma_pooled_over_seeds(two_pod_rows, axis) -> None:
     """Per axis, truth inside the stated 2σ in 90–98 % of the samples pooled over seeds
@@ -200,8 +197,9 @@ def test_truth_in_two_sigma_pooled_over_seeds(two_pod_rows, axis) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_an_imu_noise_nine_times_too_small_is_flagged_more(two_pod_rows) -> None:
-    """The check that can fail: the heading stated with the IMU's walk ÷ 9 is called
-    overconfident on more replays than the fitted one (measured 19 against 7 of 25)."""
+    """The check that can fail: the heading stated with the IMU's walks (the yaw's and the
+    bias's) ÷ 9 is called overconfident on more replays than the fitted one (measured 16
+    against 0 of 25)."""
 
     def flagged(model: str) -> int:
         return sum(r["flagged"] for r in two_pod_rows
