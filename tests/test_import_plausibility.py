@@ -124,7 +124,8 @@ def test_a_16_bit_wrap_between_frames_20_ms_apart_is_refused(tmp_path, signed) -
             row[2] -= 2**16
     r, path, session = _import(tmp_path, _csv4(rows))
     assert r.exit_code == 2, r.output
-    assert f"{path}:32:3: column 'c1': counter c1 jumps by -65534 in 0.0204 s, faster than 1e+06" in r.output, r.output
+    where = f"{path}:32:3: column 'c1': counter c1 jumps by -65534 in 0.0204 s, faster than 1e+06"
+    assert where in r.output, r.output
     assert "16-bit counter wrapping" in r.output and not session.exists()
 
 
@@ -135,7 +136,7 @@ def test_mecanum_shaped_gaps_and_repeated_frames_import(tmp_path) -> None:
     for k in range(30, 60):
         rows[k][0] = round(rows[k][0] + 2.0, 6)
         rows[k][2] += 2**16
-    text = _csv4(rows[:10] + [rows[9]] + rows[10:])  # line 12 repeats line 11
+    text = _csv4([*rows[:10], rows[9], *rows[10:]])  # line 12 repeats line 11
     r, _, session = _import(tmp_path, text)
     assert r.exit_code == 0, r.output
     assert "dropped 1 line(s) repeating a timestamp" in r.output
