@@ -488,7 +488,9 @@ def _imu_check(
             ends = (_frame_rounding(w, w_inv[2], roll + drag), 0.0)  # bound unused
             u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
         return nis_monitor(u2, *monitor), "slip law"
-    # a frame's Δθ holds the rounding of its two ends
+    # the spread's floor (rad): a frame's Δθ holds the tick rounding of its two ends. It
+    # is what standardises the frames that did not travel (in no bin): at a thousandth of
+    # it the clean forward drive (seeds 5, 6) is flagged 50 % of the time, at it 0.4-1 %
     floor = float(np.sqrt(2.0 * geometry.rounding_covariance()[2, 2]))
     chi = heading_cross_check(raw[:, 2], odo.imu_dtheta, floor, np.abs(odo.dn) @ geometry.c)
     return nis_monitor(chi, *monitor), "travel bins"
