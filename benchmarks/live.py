@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +43,12 @@ WARM_FRAMES = 1000
 envelope fit takes over only once two 1 s windows have closed (~3 s), and the frame
 clock's warm-up is 1 s."""
 START_S = 300.0
-"""Longest start-up of a ``live`` run the feed waits through (s): the first run after an
-install compiles the kernels before bring-up (~75 s on a loaded machine, more at load 15)."""
+"""Longest start-up of a child the bench waits through (s; ``live``, the reference, ``emulate
+robot``): the first run after an install compiles the kernels before bring-up (~75 s on a
+loaded machine, more at load 15). Past it the child is ended and the run is a failed one."""
+END_S = 30.0
+"""Longest wait (s) for a ``live`` run to end after its feed stopped; past it it is ended
+and the run is a failed one."""
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 _REFERENCE = r"""
@@ -223,12 +228,13 @@ def _live(config: Path, run_dir: Path | None, seconds: float, tmp: Path, pty: Pt
                             text=True)  # fmt: skip
     try:
         writes, got, cpu = _feed(proc, pty, rx, seconds + START_S)
-        doc, err = proc.communicate(timeout=30)
+        doc, err = proc.communicate(timeout=END_S)
+    except subprocess.TimeoutExpired:
+        return Run(np.zeros(0), float("nan"), float("nan"), error=f"live did not end "
+                   f"{END_S:g} s after its {seconds:g} s run: ended")  # fmt: skip
     finally:
         rx.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        _end(proc)
     poses = [(t, unpack(d)) for t, d in got if len(d) == SIZE]
     poses = [(t, d) for t, d in poses if not d.flags & PREDICTED]
     if proc.returncode != 0 or len(poses) < 200:
@@ -262,13 +268,13 @@ def _reference(seconds: float, pty: PtyPort, w: np.ndarray) -> Run:
                              str(rx.getsockname()[1]), json.dumps(w.tolist())],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert proc.stdout is not None
-        proc.stdout.readline()  # ready: the port is open
+        if not _lines(proc, 1, START_S):  # ready: the port is open
+            return Run(np.zeros(0), float("nan"), float("nan"),
+                       error=f"reference: not ready within {START_S:g} s")  # fmt: skip
         writes, got, cpu = _feed(proc, pty, rx, seconds)
     finally:
         rx.close()
-        proc.kill()
-        proc.wait(10)
+        _end(proc, kill=True)
     if len(got) < 200:
         return Run(np.zeros(0), float("nan"), float("nan"),
                    error=f"reference: {len(got)} datagrams")  # fmt: skip
@@ -470,10 +476,36 @@ def _robot_run(config: Path, tmp: Path, pty: PtyPort, seconds: float,
                             str(seconds + START_S + 60)], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     try:
-        assert emu.stdout is not None
-        for _ in range(4):  # its devices are up
-            emu.stdout.readline()
+        if not _lines(emu, 4, START_S):  # its devices are up
+            return Run(np.zeros(0), float("nan"), float("nan"),
+                       error=f"emulate robot: its devices not up within {START_S:g} s")  # fmt: skip
         return _live(config, run_dir, seconds, tmp, pty, extra)
     finally:
-        emu.terminate()
-        emu.wait(20)
+        _end(emu)
+
+
+def _lines(proc: subprocess.Popen, n: int, within_s: float) -> bool:
+    """Whether ``proc`` wrote ``n`` lines on its stdout within ``within_s`` s (read on a
+    thread: its buffered stdout may hold several lines that select no longer sees)."""
+    got: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        while len(got) < n and (line := proc.stdout.readline()):
+            got.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(within_s)
+    return len(got) == n
+
+
+def _end(proc: subprocess.Popen, kill: bool = False) -> None:
+    """End ``proc`` (terminated, or killed; killed when it outlives 10 s) and reap it."""
+    if proc.poll() is None:
+        proc.kill() if kill else proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -351,7 +351,8 @@ def heading_cross_check(
 ) -> np.ndarray:
     """Squared standardised disagreement ``u² = ((Δθ_pods − Δθ_imu − median)/σ_k)²`` (K,),
     σ_k the robust spread (at least ``sigma_floor``, rad) of the frames in the same
-    quantile bin of ``travel`` (K,, m); nan where either increment is missing.
+    quantile bin of ``travel`` (K,, m), ``sigma_floor`` for a frame that did not travel;
+    nan where either increment is missing.
     """
     resid = np.asarray(pods_dtheta, float) - np.asarray(imu_dtheta, float)
     trav = np.asarray(travel, float)

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from sensorbench.errors import FusionError, ModelFileError
@@ -53,6 +54,8 @@ class PodGeometry:
         imu_rate_var: with two pods, the heading from an IMU's yaw: the yaw increments'
             random walk (rad²/s), the IMU a row (0, 0, 1) of :attr:`W` (docs/PODS.md §
             "Any wheel layout"); None: the pods give the heading.
+        imu_bias_walk: with :attr:`imu_rate_var`, the gyro bias's random walk
+            ((rad/s)²/s; :func:`imu_bias_variance`); None: not stated (none).
     """
 
     c: np.ndarray
@@ -64,6 +67,7 @@ class PodGeometry:
     slip: tuple[float, ...] | None = field(default=None)
     creep: tuple[float, ...] | None = field(default=None)
     imu_rate_var: float | None = field(default=None)
+    imu_bias_walk: float | None = field(default=None)
 
     def __post_init__(self) -> None:
         for name in ("c", "phi", "lever"):
@@ -109,6 +113,12 @@ class PodGeometry:
             if n != 2 or self.creep is not None:
                 raise FusionError("an IMU heading row goes with exactly two pods and no creep")
             object.__setattr__(self, "imu_rate_var", float(self.imu_rate_var))
+        if self.imu_bias_walk is not None:
+            if self.imu_rate_var is None:
+                raise FusionError("a gyro bias walk goes with an IMU heading row")
+            if not (math.isfinite(self.imu_bias_walk) and self.imu_bias_walk >= 0):
+                raise FusionError(f"gyro bias walk must be >= 0, got {self.imu_bias_walk}")
+            object.__setattr__(self, "imu_bias_walk", float(self.imu_bias_walk))
 
     def calibration_error(self) -> CalibrationError | None:
         """The fitted geometry's uncertainty along a path, None without a covariance."""
@@ -301,47 +311,120 @@ REST_S = 0.1
 the robot is not turning (:func:`imu_heading_steps`)."""
 
 
+def rest_runs(rest: np.ndarray) -> np.ndarray:
+    """Runs of True in ``rest`` (K,) bool: (R, 2) int, each run's first step and the step
+    after its last."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], np.asarray(rest, dtype=int), [0]])))
+    return edges.reshape(-1, 2)
+
+
+def pods_at_rest(dn: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    """Whether each step (K,) is at rest: no counter of ``dn`` (K, N) ticks changed over the
+    last :data:`REST_S` of steps ``dt`` (K,) s."""
+    dt = np.asarray(dt, dtype=float)
+    span = max(1, round(REST_S / max(float(np.median(dt)) if dt.size else 1.0, 1e-9)))
+    moved = np.concatenate([np.zeros(span), np.cumsum(np.any(np.asarray(dn) != 0, axis=1))])
+    return (moved[span:] - moved[:-span]) == 0
+
+
 def imu_heading_steps(
     dn: np.ndarray, imu_dtheta: np.ndarray, dt: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Heading increments (K,) rad from an IMU's yaw increments ``imu_dtheta`` (K,) for
     two pods' ticks ``dn`` (K, 2) over steps of ``dt`` (K,) s, causally: 0 at rest (no
     counter changed over the last :data:`REST_S`), elsewhere the IMU's less its bias, the
-    mean yaw rate over the rests before (rad/s; 0 before the first). Also returns whether
-    each step is at rest (K,) bool."""
-    dn = np.asarray(dn, dtype=float)
+    mean yaw rate over the rests before (rad/s; 0 before the first); nan where the IMU's
+    increment is (a rotation not measured is not none: the filters predict that step).
+    Also returns whether each step is at rest (K,) bool."""
     dt = np.asarray(dt, dtype=float)
-    imu = np.nan_to_num(np.asarray(imu_dtheta, dtype=float))
-    span = max(1, round(REST_S / max(float(np.median(dt)) if dt.size else 1.0, 1e-9)))
-    moved = np.concatenate([np.zeros(span), np.cumsum(np.any(dn != 0, axis=1))])
-    rest = (moved[span:] - moved[:-span]) == 0
+    imu = np.asarray(imu_dtheta, dtype=float)
+    rest = pods_at_rest(dn, dt)
     # the bias from the rests before the step (exclusive): the same numbers in any chunks
-    yaw_at_rest = np.concatenate([[0.0], np.cumsum(np.where(rest, imu, 0.0))])[:-1]
-    time_at_rest = np.concatenate([[0.0], np.cumsum(np.where(rest, dt, 0.0))])[:-1]
+    seen = rest & np.isfinite(imu)
+    yaw_at_rest = np.concatenate([[0.0], np.cumsum(np.where(seen, imu, 0.0))])[:-1]
+    time_at_rest = np.concatenate([[0.0], np.cumsum(np.where(seen, dt, 0.0))])[:-1]
     bias = np.divide(yaw_at_rest, time_at_rest, out=np.zeros_like(dt), where=time_at_rest > 0)
     return np.where(rest, 0.0, imu - bias * dt), rest
 
 
-def imu_rest_rate_variance(dn: np.ndarray, imu_dtheta: np.ndarray, dt: np.ndarray) -> float | None:
-    """The IMU yaw's random walk (rad²/s) at rest (:func:`imu_heading_steps`' rests), from
-    its yaw over :data:`REST_S` windows less the rests' mean rate; None with fewer than
-    10 such windows."""
+def bridged_yaw_steps(t: np.ndarray, yaw: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The IMU's yaw increments ``steps`` (K,) rad over frames at ``t`` (K+1,) s with yaw
+    ``yaw`` (K+1,) rad (wrapped; nan: missing), a step with a missing end taken from the
+    yaw interpolated in time across the gap (the yaw is an integral: a lost sample loses
+    where in the gap the rotation happened, not the rotation, while it turns under π
+    there); nan before the first and after the last yaw."""
+    steps = np.asarray(steps, dtype=float)
+    ok = np.isfinite(yaw)
+    if np.all(np.isfinite(steps)) or np.count_nonzero(ok) < 2:
+        return steps
+    filled = np.interp(t, t[ok], np.unwrap(yaw[ok]), left=np.nan, right=np.nan)
+    return np.where(np.isfinite(steps), steps, np.diff(filled))
+
+
+def imu_bias_variance(
+    rest: np.ndarray, dt: np.ndarray, rate_var: float, bias_walk: float, fresh: bool = False
+) -> np.ndarray:
+    """Growth (K,) rad² of the variance of :func:`imu_heading_steps`' heading error over each
+    step beyond the yaw's own random walk (``rate_var·dt``): moving, the heading integrates
+    the bias estimate's error β (rad/s), which the gyro bias's walk ``bias_walk``
+    ((rad/s)²/s) moves; at rest the heading is held and β is that of the mean rate over the
+    ``rest`` (K,) steps so far (each step's rate noise ``rate_var/dt``). The heading error's
+    covariance with β is carried, so the stretches between rests, which share the bias
+    estimate, add up exactly (entries may be negative); 0 at rest. ``fresh``: each stretch's
+    own growth, its heading error counted from its start. ``dt`` (K,) s; ``rate_var``
+    rad²/s. Before the first rest the bias is taken as known (β 0)."""
+    rest = np.ascontiguousarray(rest, dtype=np.bool_)
+    dt = np.ascontiguousarray(dt, dtype=float)
+    return _bias_growth(rest, dt, float(rate_var), float(bias_walk), fresh)
+
+
+@numba.njit(cache=True)
+def _bias_growth(
+    rest: np.ndarray, dt: np.ndarray, rate_var: float, walk: float, fresh: bool
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`imu_bias_variance`, step after step: the covariance of (heading error e, bias
+    estimate error β)."""
+    out = np.zeros(dt.size)
+    pee = peb = pbb = total = 0.0
+    for k in range(dt.size):
+        h = dt[k]
+        if rest[k]:
+            total += h
+            g = h / total  # the running mean's weight of this step
+            pbb = (1.0 - g) ** 2 * (pbb + walk * h) + g * g * rate_var / h
+            peb = 0.0 if fresh else (1.0 - g) * peb
+            pee = 0.0 if fresh else pee
+        else:
+            # e' = e − β·h + ∫W, β' = β − W(h), W the bias's walk over the step
+            grown = pee - 2.0 * h * peb + h * h * pbb + walk * h**3 / 3.0
+            peb = peb - h * pbb - walk * h * h / 2.0
+            pbb += walk * h
+            out[k] = grown - pee
+            pee = grown
+    return out
+
+
+def imu_rest_rate_variance(
+    imu_dtheta: np.ndarray, dt: np.ndarray, rest: np.ndarray
+) -> float | None:
+    """The IMU yaw's random walk (rad²/s) at rest, from its yaw over :data:`REST_S` windows
+    of the ``rest`` (K,) steps (:func:`imu_heading_steps`') less the rests' mean rate;
+    ``imu_dtheta`` (K,) rad, ``dt`` (K,) s; None with fewer than 10 such windows."""
     dt = np.asarray(dt, dtype=float)
     imu = np.asarray(imu_dtheta, dtype=float)
-    rest = imu_heading_steps(dn, imu, dt)[1] & np.isfinite(imu)
     span = max(1, round(REST_S / max(float(np.median(dt)), 1e-9)))
-    idx = np.flatnonzero(rest)
-    # windows of ``span`` consecutive rest frames
-    runs = np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1)
-    win_yaw, win_t = [], []
-    for run in runs:
-        for j in range(0, run.size - span + 1, span):
-            sel = run[j : j + span]
-            win_yaw.append(imu[sel].sum())
-            win_t.append(dt[sel].sum())
-    if len(win_yaw) < 10:
+    runs = rest_runs(np.asarray(rest, dtype=bool) & np.isfinite(imu))
+    # windows of ``span`` consecutive rest steps from each run's start
+    n_win = (runs[:, 1] - runs[:, 0]) // span
+    starts = np.repeat(runs[:, 0], n_win) + span * (
+        np.arange(int(n_win.sum())) - np.repeat(np.cumsum(n_win) - n_win, n_win)
+    )
+    if starts.size < 10:
         return None
-    y, t = np.array(win_yaw), np.array(win_t)
+    yaw_sum = np.concatenate([[0.0], np.cumsum(np.where(np.isfinite(imu), imu, 0.0))])
+    t_sum = np.concatenate([[0.0], np.cumsum(dt)])
+    y = yaw_sum[starts + span] - yaw_sum[starts]
+    t = t_sum[starts + span] - t_sum[starts]
     rate = y.sum() / t.sum()
     return float(np.mean((y - rate * t) ** 2 / t))
 
@@ -451,6 +534,8 @@ def integrate_path(increments: np.ndarray, pose0: Sequence[float] = (0.0, 0.0, 0
 
 IMU_KEY = "yaw_rate_var_rad2_per_s"
 """The IMU heading row's random walk in a model file's ``[imu]`` (two pods)."""
+IMU_WALK_KEY = "bias_walk_rad2_per_s3"
+"""The gyro bias's random walk in a model file's ``[imu]`` (:attr:`PodGeometry.imu_bias_walk`)."""
 SLIP_TURN_KEY = "turn_m2_per_m_per_m_rad_s2"
 """The slip law's lateral-acceleration term in a model file's ``[slip]`` (0 when absent)."""
 CREEP_KEYS = (
@@ -502,6 +587,8 @@ def save_pod_model(
         }
     if geometry.imu_rate_var is not None:
         body["imu"] = {IMU_KEY: geometry.imu_rate_var}
+        if geometry.imu_bias_walk is not None:
+            body["imu"][IMU_WALK_KEY] = geometry.imu_bias_walk
     if geometry.row_cov is not None:
         body["calibration"] = {
             "units": "stacked W rows (ticks per m, ticks per m, ticks per rad) per pod",
@@ -571,6 +658,7 @@ def load_pod_model(path: str | os.PathLike[str]) -> PodGeometry:
             slip=law,
             creep=creep,
             imu_rate_var=imu,
+            imu_bias_walk=doc.get("imu", {}).get(IMU_WALK_KEY),
         )
     except (TypeError, ValueError, FusionError) as exc:
         raise ModelFileError(f"{path}: {exc}") from exc

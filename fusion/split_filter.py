@@ -133,12 +133,16 @@ class FrameChunk:
             applied at the first frame at or after its time, in this chunk or a later one.
         imu_dtheta: (K,) the IMU's heading increments (rad, nan: none), None without an
             IMU: with a slip law, frames the pods disagree with it on widen the heading.
+        heading_var: (K,) the heading's variance growth (rad²) over each step beyond the
+            slip law's: an IMU heading's gyro bias
+            (:func:`~sensorbench.fusion.pod_kinematics.imu_bias_variance`); None: none.
     """
 
     t_s: np.ndarray
     body_increments: np.ndarray
     aiding: Aiding | None = None
     imu_dtheta: np.ndarray | None = None
+    heading_var: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -348,9 +352,13 @@ class SplitFilter:
         imu = _NO_IMU if chunk.imu_dtheta is None else np.ascontiguousarray(chunk.imu_dtheta, float)
         if imu.size not in (0, inc.shape[0]):
             raise FusionError(f"need K IMU increments for K frames, got {imu.size}")
+        hv = chunk.heading_var
+        hv = _NO_IMU if hv is None else np.ascontiguousarray(hv, dtype=float)
+        if hv.size not in (0, inc.shape[0]):
+            raise FusionError(f"need K heading variances for K frames, got {hv.size}")
         try:
             out = _split_chunk(
-                t, inc, imu, (kind, self.drift_q, given, law, carry), cal, rounding,
+                t, inc, imu, hv, (kind, self.drift_q, given, law, carry), cal, rounding,
                 (self._consts, (state.theta.carry, state.x.carry, state.y.carry)),
                 (state.theta.history, state.x.history, state.y.history), fixes,
             )  # fmt: skip

@@ -103,7 +103,8 @@ def _frames_step(
     times[0] = state[0]
     times[1:] = t
     out = _split_chunk(
-        times, inc, imu, (kind, parts[2].copy(), given, law, state[_ENDS : _ENDS + 8].copy()), cal,
+        times, inc, imu, _NO_IMU,
+        (kind, parts[2].copy(), given, law, state[_ENDS : _ENDS + 8].copy()), cal,
         rounding, (axis_consts, (carries[0].copy(), carries[1].copy(), carries[2].copy())),
         (hist[0, :, :h].copy(), hist[1, :, :h].copy(), hist[2, :, :h].copy()),
         (no_fix, no_fix, no_fix),

@@ -194,10 +194,27 @@ def _widen_xy(
 
 
 @numba.njit(cache=True)
+def _add_heading_variance(
+    step_cov: np.ndarray, heading_var: np.ndarray, w: np.ndarray, w_inv: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Add the heading's variance growth (K,) rad² to the body step covariances (K, 3, 3):
+    through W⁺'s (3, N) IMU column when W's (N, 3) last row is an IMU's (0, 0, 1), so the
+    two pods' Δx, Δy carry the heading error their lever arms give; else to θθ."""
+    v = np.array([0.0, 0.0, 1.0])
+    if w.shape[0] and w[-1, 0] == 0.0 and w[-1, 1] == 0.0:
+        v = w_inv[:, -1].copy()
+    for k in range(heading_var.size):
+        for j in range(3):
+            for m in range(3):
+                step_cov[k, j, m] += v[j] * v[m] * heading_var[k]
+
+
+@numba.njit(cache=True)
 def _split_chunk(
     t: np.ndarray,
     inc: np.ndarray,
     imu: np.ndarray,
+    heading_var: np.ndarray,
     drift: tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray],
                  tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     cal: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -210,9 +227,11 @@ def _split_chunk(
     """:meth:`SplitFilter.step` compiled, one call per chunk (live: per frame).
 
     Arguments: the frame times (K+1,) s (index 0 the state's), the increments (K, 3), the
-    IMU's heading increments (K,) rad (empty: none; :func:`_disagreement`);
-    ``drift`` = (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s;
-    the given (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
+    IMU's heading increments (K,) rad (empty: none; :func:`_disagreement`), the heading's
+    variance growth (K,) rad² beyond the slip law's (empty: none; the gyro bias of an IMU
+    heading, :func:`~sensorbench.fusion.pod_kinematics.imu_bias_variance`), ``drift`` =
+    (kind: 0 none, 1 given parts, 2 the pods' slip law; ``drift_q`` (3,) per s; the given
+    (rolling, dragging) parts (K, 3, 3); the law's W, (roll, drag, turn) and
     W⁺; the pose error carry (xx, yy, θθ, xθ, yθ; A, V: :func:`_disagreement`,
     :func:`_widen_xy`)); ``cal`` = the calibration's
     sensitivities along the heading and along 0 (3, P each, P = 0: none), its variances
@@ -252,6 +271,8 @@ def _split_chunk(
     check = np.full((2, k_n), np.nan)
     if kind:
         step_cov = roll + drag
+        if heading_var.size:
+            _add_heading_variance(step_cov, heading_var, law[0], law[2])
         # the heading's share does not depend on the heading
         dv_t = step_cov[:, 2, 2].copy()
         if imu.size and kind == 2:
@@ -267,6 +288,8 @@ def _split_chunk(
     else:
         step_cov = roll
         dv_t, slip_t, drag_var_t = drift_q[2] * dt, none, none
+        if heading_var.size:
+            dv_t += heading_var
     sens_xy, sens_t, cal_var = cal[0].copy(), cal[1].copy(), cal[2].copy()
     pods, cov = (cal[3], cal[4], cal[5]), cal[6]
     h = np.maximum(dt, 1e-9)

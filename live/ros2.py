@@ -156,8 +156,7 @@ class Ros2Publisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._statuses: tuple[float, Sequence[ReaderStatus]] = (time.monotonic(), ())
-        self._faults: dict[str, tuple[int, int]] = {}  # crc errors, drops: last tick's
-        self._new_faults: dict[str, tuple[int, int]] = {}
+        self._reported: dict[str, tuple[int, int]] = {}  # CRC errors, drops: last diagnostics
         self._started = time.monotonic()
         self._last_step = -math.inf
         self._last_flags = 0
@@ -263,9 +262,6 @@ class Ros2Publisher:
 
     def status(self, statuses: Sequence[ReaderStatus]) -> None:
         """The readers' status now (each capture status tick)."""
-        old, self._faults = self._faults, {s.name: (s.crc_errors, s.drops) for s in statuses}
-        self._new_faults = {k: (c - old.get(k, (0, 0))[0], d - old.get(k, (0, 0))[1])
-                            for k, (c, d) in self._faults.items()}  # fmt: skip
         self._statuses = (time.monotonic(), tuple(statuses))
 
     # -- the thread --------------------------------------------------------------------
@@ -277,17 +273,26 @@ class Ros2Publisher:
             try:
                 if item is not None:  # (publish, its arguments)
                     item[0](*item[1:])
-                now = time.monotonic()
-                statuses = self.health(now)
-                stale = [h.name for h in statuses if h.level == STALE]
-                if now - last >= DIAGNOSTICS_PERIOD_S or stale != self._stale:
-                    self._diagnostics(statuses)
-                    self._stale, last = stale, now
-                    self._last_flags = 0
+                last = self._tick(time.monotonic(), last)
             except Exception as exc:  # a bad item must not end the publisher
                 self.last_error = f"live-ros2: {exc!r}"
             if item is None and self._stop.is_set():
                 return
+
+    def _tick(self, now: float, last: float) -> float:
+        """``/diagnostics`` at ``now`` (monotonic s) when :data:`DIAGNOSTICS_PERIOD_S` has
+        passed since ``last`` (s) or a health turned STALE or back; when they last went out
+        (s). The flags and faults a diagnostics states are those since the last."""
+        statuses = self.health(now)
+        stale = [h.name for h in statuses if h.level == STALE]
+        if now - last < DIAGNOSTICS_PERIOD_S and stale == self._stale:
+            return last
+        self._diagnostics(statuses)
+        self._stale = stale
+        self._last_flags = 0
+        self._reported = {h.name: (h.values["crc_errors"], h.values["drops"])
+                          for h in statuses if "crc_errors" in h.values}  # fmt: skip
+        return now
 
     def _write(self, topic: str, cdr: bytes) -> None:
         try:
@@ -351,7 +356,8 @@ class Ros2Publisher:
                       "kB_per_s": round(s.bytes_per_s / 1000, 2), "crc_errors": s.crc_errors,
                       "drops": s.drops, "since_last_data_s": round(quiet, 3),
                       "reconnects": s.reconnects, "port": s.port}  # fmt: skip
-            crc, drops = self._new_faults.get(s.name, (0, 0))
+            crc0, drops0 = self._reported.get(s.name, (0, 0))
+            crc, drops = s.crc_errors - crc0, s.drops - drops0
             if s.last_error:
                 values["last_error"] = s.last_error
             if not s.connected or s.reader_down:
@@ -359,7 +365,7 @@ class Ros2Publisher:
             elif not quiet <= stale:
                 level, msg = STALE, f"no data for {quiet:.1f} s"
             elif crc or drops:
-                level, msg = WARN, f"{crc} CRC errors, {drops} drops in the last status interval"
+                level, msg = WARN, f"{crc} CRC errors, {drops} drops since the last diagnostics"
             else:
                 level, msg = OK, f"{s.items_per_s:.0f} /s"
             out.append(Health(s.name, level, msg, s.kind, values))

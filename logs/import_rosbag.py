@@ -476,7 +476,7 @@ def import_rosbag(bag: Path, parsed: BagImport, session: str | os.PathLike[str])
     source = {"source_file": bag.name}
     if bag.is_file():
         source["source_sha256"] = file_sha256(bag)
-    with session_writer(session, "import rosbag") as writer:
+    with session_writer(session) as writer:
         for b in parsed.streams:
             attrs = {**b.imported.attrs, **source}
             batch = b.imported.batch

@@ -942,7 +942,7 @@ def import_file(
     first = next(stream.batches)  # a bad file is named before the session is touched
     source_attrs = {"source_file": source.name, "source_sha256": file_sha256(source)}
     kind = "encoder" if what == "pods" else "pose"
-    with session_writer(session, f"import {what}") as writer:
+    with session_writer(session) as writer:
         if kind == "encoder":
             writer.add_encoder(name, n_counts=stream.n_counts, attrs=stream.attrs)
         else:
@@ -957,12 +957,13 @@ def import_file(
     return ImportResult(name, n, stream.dropped_lines, stream.relocalized_lines)
 
 
-def session_writer(session: str | os.PathLike[str], label: str) -> Any:
+def session_writer(session: str | os.PathLike[str]) -> Any:
     """An offline writer adding to ``session``, or creating it (atomic either way: a copy
-    swapped in under the session's update lock, or a new file)."""
+    swapped in under the session's update lock, or a new file) labelled with its file's
+    stem, which names it in fit messages and reports (``import pods`` named all alike)."""
     from sensorbench.logs.writer import SessionWriter
 
     session = Path(session)
     if session.exists():
         return SessionWriter.add_to(session)
-    return SessionWriter(session, label=label, swmr=False)
+    return SessionWriter(session, label=session.stem, swmr=False)

@@ -196,6 +196,10 @@ POD_GEOMETRY_KEYS: dict[str, Any] = {
         "yaw_rate_var_rad2_per_s": Key(
             "the IMU yaw increments' random walk (rad²/s), measured at rest", NONNEG
         ),
+        "bias_walk_rad2_per_s3": Key(
+            "the gyro bias's random walk ((rad/s)²/s): the heading's error grows with the "
+            "time moving since the rest that estimated the bias", NONNEG
+        ),
     },
     "slip": {
         "": Key(

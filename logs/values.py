@@ -52,6 +52,12 @@ MAX_COUNTS_PER_S = 1e7
 and 35 mm at 10 m/s makes 7.5e5. A counter wrapping at 16 or 32 bits, or garbage,
 steps far faster."""
 
+WRAP_COUNTS_PER_S = 1e6
+"""Fastest plausible count rate (counts/s) of a step shaped like a 16- or 32-bit counter's
+wrap (within 2**b/16 of ±2**b, both counts inside a b-bit range): :data:`MAX_COUNTS_PER_S`
+misses a 16-bit wrap between frames more than 6.6 ms apart (a 49 Hz robot's 20 ms), this
+misses it only below 16 Hz."""
+
 MIN_STEP_S = 0.005
 """Interval assumed between two frames with equal or closer stamps (s): one frame at
 200 Hz, so a step of up to MAX_COUNTS_PER_S × 5 ms = 50 000 counts is always possible."""
@@ -191,17 +197,29 @@ def count_steps(
     dt = np.maximum(np.diff(np.asarray(host_ns, np.float64)) / 1e9, MIN_STEP_S)
     step = np.abs(np.diff(cf, axis=0))
     fast = np.zeros(c.shape, bool)
-    fast[1:] = step > MAX_COUNTS_PER_S * dt[:, None]
+    fast[1:] = (step > MAX_COUNTS_PER_S * dt[:, None]) | (
+        _wrap_shaped(cf, step) & (step > WRAP_COUNTS_PER_S * dt[:, None]))
     fast[1:] &= ~(huge[1:] | huge[:-1])
     if fast.any():
         r, k = (int(v) for v in np.argwhere(fast)[0])
         jump = int(c[r, k]) - int(c[r - 1, k])
         bits = [b for b in (16, 32) if abs(abs(jump) - 2**b) < 2**b // 16]
         wrap = f" (a {bits[0]}-bit counter wrapping?)" if bits else ""
+        limit = MAX_COUNTS_PER_S if abs(jump) > MAX_COUNTS_PER_S * dt[r - 1] else WRAP_COUNTS_PER_S
         text = (f"counter c{k} jumps by {jump} in {dt[r - 1]:.3g} s, faster than "
-                f"{MAX_COUNTS_PER_S:g} counts/s{wrap}; counts must be cumulative and unwrapped")
+                f"{limit:g} counts/s{wrap}; counts must be cumulative and unwrapped")
         problems += _first(f"{key}/counts", fast, text)
     return problems, huge | fast
+
+
+def _wrap_shaped(cf: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Which steps of the counts ``cf`` (float, n × N; ``step`` their |diff|) look like a
+    16- or 32-bit counter's wrap: within 2**b/16 of 2**b, both counts in [-2**(b-1), 2**b)."""
+    out = np.zeros(step.shape, bool)
+    for b in (16, 32):
+        inside = (cf >= -(2.0 ** (b - 1))) & (cf < 2.0**b)
+        out |= (np.abs(step - 2.0**b) < 2.0**b / 16) & inside[1:] & inside[:-1]
+    return out
 
 
 def lidar_problems(key: str, t: LidarTurns) -> tuple[list[Problem], np.ndarray]:

@@ -285,6 +285,9 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
             f"{ps.series.n} samples, time offset {ms(al.offset_s, al.offset_se_s)}, "
             + relocalizations(ps)
         )
+        if chk.wrong_t_s:
+            out.append("  wrong relocalizations named (their jumps given to every draw) at "
+                       + ", ".join(f"{t:.3f} s" for t in chk.wrong_t_s))  # fmt: skip
         out.append("  axis   " + " ".join(f"{s:>9s}" for s in STAT_NAMES))
         for i, a in enumerate(POSE_AXES):
             cells = [

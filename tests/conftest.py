@@ -8,7 +8,9 @@ runs it with ``-n`` workers), one numba cache per worker
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import shared_run_util
@@ -75,15 +77,60 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(missing_reason(f))
 
 
+def _warm_readers() -> None:
+    from sensorbench.drivers import kernels
+
+    kernels.warm_up()
+
+
+def _warm_kernels() -> None:
+    from sensorbench.live.odometry import OdometryModels
+    from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
+
+    _warm_readers()
+    models = DEFAULT_CONFIG.parent / "models"
+    for imu in (False, True):
+        files = (models / "pods-emulated.toml", models / "noise-emulated.toml")
+        OdometryModels.from_files(*files, imu=imu).warm_up()
+
+
+WARM_UPS = {"warm_readers": _warm_readers, "warm_kernels": _warm_kernels}
+"""The numba warm-ups a test takes as a fixture of that name."""
+WARMED_S: dict[str, float] = {}
+"""Each warm-up run before the tests, its wall time (s): a compile from an empty cache
+(minutes on a loaded 2-core machine), else a load from the cache (seconds)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Run the warm-ups the collected tests take before the first test, outside every
+    test's timeout: a session fixture's cold compile was charged to the first test that
+    took it, whose 300 s it could use up on its own (the filters' compile alone took over
+    150 s at load 5). The fixtures then find them done."""
+    if session.config.option.collectonly:
+        return
+    wanted = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    for name, warm in WARM_UPS.items():
+        if name in wanted:
+            start = time.monotonic()
+            warm()
+            WARMED_S[name] = time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if WARMED_S:
+        terminalreporter.write_line("numba warm-up before the tests: " + ", ".join(
+            f"{name} {s:.1f} s" for name, s in WARMED_S.items()))  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def warm_readers() -> None:
     """Compile (or load from this worker's numba cache) the reader kernels before a test
     gives a ``capture`` subprocess a deadline to start recording: from an empty cache
     their compile takes ~22 s idle and over 30 s under load; the subprocess shares the
-    cache (``NUMBA_CACHE_DIR`` is inherited)."""
-    from sensorbench.drivers import kernels
-
-    kernels.warm_up()
+    cache (``NUMBA_CACHE_DIR`` is inherited). Done before the tests
+    (:func:`pytest_runtestloop`); here for a run without that hook."""
+    _warm_readers()
 
 
 @pytest.fixture(scope="session")
@@ -91,16 +138,10 @@ def warm_kernels(warm_readers: None) -> None:
     """Compile (or load from this worker's numba cache) the reader kernels and the
     emulated robot's filters before a test starts a robot whose clock is already running.
 
-    From an empty cache the compile takes over a minute under load (the filters' one
-    compiled step alone ~50 s), longer than a short scenario's pose samples last or a
-    fixture waits for a first estimate; a ``live`` subprocess shares the cache
-    (``NUMBA_CACHE_DIR`` is inherited) and then starts in about a second, as on a robot
-    after its first run.
+    From an empty cache the compile takes minutes under load, longer than a short
+    scenario's pose samples last or a fixture waits for a first estimate; a ``live``
+    subprocess shares the cache (``NUMBA_CACHE_DIR`` is inherited) and then starts in
+    about a second, as on a robot after its first run. Done before the tests
+    (:func:`pytest_runtestloop`).
     """
-    from sensorbench.live.odometry import OdometryModels
-    from sensorbench.sim.emulated_robot import DEFAULT_CONFIG
-
-    models = DEFAULT_CONFIG.parent / "models"
-    for imu in (False, True):
-        files = (models / "pods-emulated.toml", models / "noise-emulated.toml")
-        OdometryModels.from_files(*files, imu=imu).warm_up()
+    _warm_kernels()

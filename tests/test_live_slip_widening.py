@@ -22,6 +22,8 @@ from sensorbench.logs import PoseFlag, Session
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import simulate_to_session
 
+pytestmark = pytest.mark.usefixtures("warm_kernels")  # its filters: compiled before the tests
+
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):

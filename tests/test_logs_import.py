@@ -198,6 +198,25 @@ def test_pod_csv_roundtrip_and_errors(tmp_path: Path) -> None:
         read_pod_csv(path)
 
 
+def test_imported_sessions_are_told_apart_by_their_file_names(tmp_path: Path) -> None:
+    """A fit over several imported runs names each run in its offsets and refusals by the
+    session's label: two runs labelled alike ("import pods") could not be told apart."""
+    from sensorbench.fusion.pod_drive import load_drive
+
+    pods = tmp_path / "p.csv"
+    pods.write_text(
+        "t_s,c0,c1,c2\n" + "".join(f"{k * 0.02:.2f},{k},{2 * k},{3 * k}\n" for k in range(20))
+    )
+    labels = []
+    for name in ("bag1.h5", "bag2.h5"):
+        for what, src in (("pods", pods), ("mocap", su.write_tum(tmp_path / "m.tum", 20))):
+            args = ["import", what, str(src), "--format", "csv" if what == "pods" else "tum"]
+            r = CliRunner().invoke(cli, [*args, "--into", str(tmp_path / name)])
+            assert r.exit_code == 0, r.output
+        labels.append(load_drive(tmp_path / name).label)
+    assert labels == ["bag1", "bag2"]
+
+
 def test_import_cli_reports_file_line_and_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "bad.txt"
     path.write_text("1.0 0 0 0 0 0 0 1\n0.5 0 0 0 0 0 0 1\n")

@@ -118,7 +118,7 @@ def _widened(path: Path, repair: bool) -> np.ndarray:
     without, A², rises there (the widening is growth of the unaided offset's variance)."""
     geo = true_geometry(True)
     odo = read_odometry(path)
-    inc, _ = odo.increments(geo, repair)
+    inc = odo.increments(geo, repair)[0]
     f = SplitFilter(FilterNoise.default())
     var = [f.step(f.start(odo.t_s[0], pods=geo), FrameChunk(odo.t_s[1:], inc, None, imu))[1]
            .var[:, 2] for imu in (odo.imu_dtheta, None)]  # fmt: skip

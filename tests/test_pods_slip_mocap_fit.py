@@ -160,3 +160,33 @@ def test_the_creep_covariance_is_the_estimates_own_when_the_weights_are_wrong() 
         stated.append(np.diag(cov))
     ratio = np.mean(stated, axis=0) / np.var(coefs, axis=0)
     assert np.all(np.abs(ratio - 1.0) < 0.25), ratio
+
+
+def test_a_fit_left_with_too_few_intervals_by_the_trim_is_refused(monkeypatch) -> None:
+    """The interval count is checked after the trim too: with the χ²₃ bound at p = 0.5
+    about half the (fault-free) intervals are beyond it (more as each refit on the kept
+    ones shrinks the covariance), so 43 become 22 or fewer (binomial s.d. 3.3: 30 is 2.6
+    s.d. above) and the fit refuses, naming the counts."""
+    from sensorbench.characterize.pods import slip_mocap_fit
+
+    drive = _drive(22, duration_s=24.0)
+    fit = fit_pod_slip_mocap([drive], pods_util.slip_geometry(), [0.0])
+    assert fit.n_windows + fit.trimmed >= 43 and fit.trimmed < 3
+    monkeypatch.setattr(slip_mocap_fit, "TRIM_P", 0.5)
+    with pytest.raises(FitError, match=r"only \d+ of \d+ intervals left .* it needs 30"):
+        fit_pod_slip_mocap([drive], pods_util.slip_geometry(), [0.0])
+
+
+@pytest.mark.parametrize("m, dead", [(50, True), (2, False)])
+def test_the_creep_is_refused_where_its_intervals_do_not_identify_it(m: int, dead: bool) -> None:
+    """A creep term its drives never move (its regressor 0) is not 0 ± 0, and 2 intervals
+    for 2 terms give no sandwich (their scores sum to 0 at the solution): both refused."""
+    from sensorbench.characterize.pods.slip_mocap_fit import _gls
+
+    rng = np.random.default_rng(3)
+    design = rng.normal(size=(m, 3, 2))
+    if dead:
+        design[:, :, 1] = 0.0
+    weight = np.broadcast_to(np.eye(3), (m, 3, 3))
+    with pytest.raises(FitError, match=f"creep's 2 terms from {m} intervals"):
+        _gls(design, rng.normal(size=(m, 3)), weight, np.zeros(m, dtype=int))

@@ -20,8 +20,11 @@ from sensorbench.fusion.pod_kinematics import (
     PodGeometry,
     body_increments,
     body_increments_two_pods_imu,
+    bridged_yaw_steps,
     condition_number,
+    imu_bias_variance,
     imu_heading_steps,
+    imu_rest_rate_variance,
     load_pod_model,
     save_pod_model,
 )
@@ -148,7 +151,8 @@ def _seed_rows(tmp: Path, seed: int) -> list[dict]:
     fitted = [simulate_two(tmp, n, 10 * seed + i) for i, n in enumerate(DRIVES)]
     geometry = fit_pods([load_drive(p) for p in fitted]).geometry()
     noise = fit_noise(fitted, geometry).noise
-    small = dataclasses.replace(geometry, imu_rate_var=geometry.imu_rate_var / 9)
+    small = dataclasses.replace(geometry, imu_rate_var=geometry.imu_rate_var / 9,
+                                imu_bias_walk=(geometry.imu_bias_walk or 0.0) / 9)  # fmt: skip
     rows = []
     for i, name in enumerate(HELD_OUT):
         path = simulate_two(tmp, name, 10 * seed + i + REPLAY_SEED)
@@ -172,17 +176,14 @@ def _coverage(rows: list[dict], axis: str) -> float:
     return 100.0 * sum(r["in2"] for r in sel) / sum(r["n"] for r in sel)
 
 
-def _missed(figure: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"measured {figure} (docs/PODS.md, "
-                             "Two pods + IMU: the gyro bias's walk between rests)")  # fmt: skip
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("axis", [
-    pytest.param("x", marks=_missed("87.4 %")),
-    pytest.param("y", marks=_missed("86.6 %")),
-    pytest.param("theta", marks=_missed("80.0 %")),
+    "x",
+    "y",
+    pytest.param("theta", marks=pytest.mark.xfail(strict=True, reason=(
+        "measured 98.4 %, wide: forward and sideways 100 % (docs/PODS.md, Two pods + IMU: "
+        "the bias walk fitted 0.6-2.8x the simulator's on five seeds)"))),
 ])  # fmt: skip
 def test_truth_in_two_sigma_pooled_over_seeds(two_pod_rows, axis) -> None:
     """Per axis, truth inside the stated 2σ in 90–98 % of the samples pooled over seeds
@@ -196,11 +197,111 @@ def test_truth_in_two_sigma_pooled_over_seeds(two_pod_rows, axis) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_an_imu_noise_nine_times_too_small_is_flagged_more(two_pod_rows) -> None:
-    """The check that can fail: the heading stated with the IMU's walk ÷ 9 is called
-    overconfident on more replays than the fitted one (measured 19 against 7 of 25)."""
+    """The check that can fail: the heading stated with the IMU's walks (the yaw's and the
+    bias's) ÷ 9 is called overconfident on more replays than the fitted one (measured 16
+    against 0 of 25)."""
 
     def flagged(model: str) -> int:
         return sum(r["flagged"] for r in two_pod_rows
                    if r["axis"] == "theta" and r["model"] == model)  # fmt: skip
 
     assert flagged("imu/9") > flagged("fitted")
+
+
+def _gyro(rng: np.random.Generator, n: int, k: int, h: float, rate_sd: float, walk: float):
+    """n draws of K steps' IMU yaw errors (rad): a bias walking ``walk`` (rad/s/√s) from
+    2 mrad/s and white rate noise ``rate_sd`` (rad/s) per step of ``h`` s."""
+    bias = 0.002 + np.cumsum(walk * np.sqrt(h) * rng.standard_normal((n, k)), axis=1)
+    return (bias + rate_sd * rng.standard_normal((n, k))) * h
+
+
+def test_the_stated_heading_variance_is_the_gyro_bias_errors_over_monte_carlo() -> None:
+    """Rests of 1 s between 6 s and 30 s of motion: the heading's error (the bias walk
+    since the rests that estimated it, integrated) against the stated growth summed
+    (imu_bias_variance plus the yaw's own rate_var per second moving), per stretch end, over
+    4000 draws; without the walk the 30 s stretch's end is stated 3.4× too narrow."""
+    h, rate_sd, walk = 0.01, 0.003, 1e-4
+    pattern = [(1.0, 0), (6.0, 1), (1.0, 0), (6.0, 1), (1.0, 0), (30.0, 1)]
+    moving = np.concatenate([np.full(round(s / h), m, bool) for s, m in pattern])
+    k = moving.size
+    dn = np.where(moving[:, None], 1, 0) * np.ones((k, 2))
+    dt = np.full(k, h)
+    rest = imu_heading_steps(dn, np.zeros(k), dt)[1]
+    rate_var = rate_sd**2 * h
+    stated = np.cumsum(imu_bias_variance(rest, dt, rate_var, walk**2) + rate_var * h * ~rest)
+    rng = np.random.default_rng(6)
+    err = np.array([np.cumsum(imu_heading_steps(dn, g, dt)[0])
+                    for g in _gyro(rng, 4000, k, h, rate_sd, walk)])  # fmt: skip
+    ends = np.flatnonzero(np.diff(rest.astype(int)) == 1)  # the last moving step of each
+    ends = np.append(ends, k - 1)
+    sample = np.var(err[:, ends], axis=0)
+    # a variance of 4000 normal draws: s.e. √(2/4000) = 2.2 %, 4.5 of them
+    np.testing.assert_allclose(sample, stated[ends], rtol=0.1)
+    walk_free = np.cumsum(imu_bias_variance(rest, dt, rate_var, 0.0) + rate_var * h * ~rest)
+    assert stated[-1] > 3 * walk_free[-1]
+
+
+def test_a_missing_imu_yaw_is_not_read_as_not_turning() -> None:
+    """A yaw sample lost mid-turn: the two-pod heading's steps are nan there (the filters
+    predict), not zero, and the replay's bridge keeps the rotation across the gap."""
+    k, h, rate = 400, 0.01, 0.5
+    t = np.arange(k + 1) * h
+    yaw = np.angle(np.exp(1j * rate * t))  # wrapped, as recorded
+    yaw[200:203] = np.nan
+    steps = np.diff(yaw)
+    steps = np.angle(np.exp(1j * steps))
+    dn = np.ones((k, 2))
+    heading, _ = imu_heading_steps(dn, steps, np.full(k, h))
+    assert np.all(np.isnan(heading[199:203])) and np.all(np.isfinite(heading[:199]))
+    bridged = bridged_yaw_steps(t, yaw, steps)
+    np.testing.assert_allclose(np.sum(bridged), rate * t[-1], rtol=1e-12)
+    np.testing.assert_array_equal(bridged[:199], steps[:199])
+    yaw[:5] = np.nan  # before the first sample: unknown, not still
+    assert np.all(np.isnan(bridged_yaw_steps(t, yaw, np.diff(yaw))[:5]))
+
+
+def test_the_yaw_walk_at_rest_is_the_white_rate_noise() -> None:
+    """imu_rest_rate_variance over 10 s of rests split by motion: the white rate noise's
+    σ²·h (rad²/s) within its sampling error (97 windows of 0.1 s: 14 %, 4σ), with a lost
+    sample every 0.5 s of rest too (78 windows)."""
+    rng = np.random.default_rng(7)
+    k, h, sd = 4000, 0.005, 0.003
+    moving = (np.arange(k) // 500) % 2 == 1
+    dn = np.where(moving[:, None], 1.0, 0.0) * np.ones((k, 2))
+    imu = (0.002 + sd * rng.standard_normal(k)) * h
+    rest = imu_heading_steps(dn, imu, np.full(k, h))[1]
+    got = imu_rest_rate_variance(imu, np.full(k, h), rest)
+    assert got is not None and abs(got / (sd**2 * h) - 1) < 4 * np.sqrt(2 / 97)
+    imu[rest.nonzero()[0][::100]] = np.nan  # a lost sample splits its rest's windows
+    again = imu_rest_rate_variance(imu, np.full(k, h), rest)
+    assert again is not None and abs(again / (sd**2 * h) - 1) < 4 * np.sqrt(2 / 78)
+
+
+def test_the_bias_walk_is_stored_and_read_back(tmp_path) -> None:
+    g = dataclasses.replace(two_pods(2.5e-7), imu_bias_walk=1e-8)
+    save_pod_model(tmp_path / "walk.toml", g, {"source": "test"})
+    assert load_pod_model(tmp_path / "walk.toml").imu_bias_walk == 1e-8
+    with pytest.raises(FusionError, match="bias walk goes with an IMU"):
+        dataclasses.replace(two_pods(None), imu_bias_walk=1e-8)
+
+
+def test_the_heading_variance_grows_the_stated_heading_chunk_by_chunk() -> None:
+    """FrameChunk.heading_var adds to the heading's stated variance step by step, and the
+    frames split in two chunks give the numbers of one."""
+    from sensorbench.fusion.filter_noise import FilterNoise
+    from sensorbench.fusion.split_filter import FrameChunk, SplitFilter
+
+    g = two_pods(1e-7)
+    rng = np.random.default_rng(8)
+    k = 300
+    t = np.arange(1, k + 1) * 0.01
+    inc = np.column_stack([np.full(k, 0.003), np.zeros(k), rng.normal(0.0, 1e-3, k)])
+    extra = np.full(k, 1e-6)
+    filt = SplitFilter(FilterNoise.default())
+    start = filt.start(0.0, pods=g)
+    base = filt.step(start, FrameChunk(t, inc))[1].var[-1, 2]
+    whole = filt.step(start, FrameChunk(t, inc, heading_var=extra))[1]
+    assert whole.var[-1, 2] == pytest.approx(base + extra.sum(), rel=1e-6)
+    mid = filt.step(start, FrameChunk(t[:100], inc[:100], heading_var=extra[:100]))[0]
+    second = filt.step(mid, FrameChunk(t[100:], inc[100:], heading_var=extra[100:]))[1]
+    np.testing.assert_array_equal(second.var[1:], whole.var[101:])

@@ -474,3 +474,38 @@ def test_scans_nobody_subscribes_to_are_not_built_and_a_later_subscriber_gets_th
     finally:
         pub.stop()
     assert pub._grids["lidar_front"] == ScanGrid.for_stream(first.angle, first.count)
+
+
+class _Diagnosed(Ros2Publisher):
+    """Each /diagnostics the publisher sends, as (name, level, message) per status."""
+
+    def _diagnostics(self, health) -> None:
+        self.sent = [*getattr(self, "sent", []), [(h.name, h.level, h.message) for h in health]]
+
+
+def _status(crc: int):
+    from sensorbench.drivers.reader_base import ReaderStatus
+
+    return ReaderStatus("ld19", "ld19", "/dev/ttyUSB0", True, 4000.0, 4500.0, 10.0, crc, 0,
+                        0.01, 0, None, 0, False, "")  # fmt: skip
+
+
+def test_a_burst_of_crc_errors_between_diagnostics_is_published_as_warn() -> None:
+    """Status ticks come every 0.5 s, /diagnostics every 1 s: faults counted per status
+    tick were gone by the next tick, so a burst in the tick before a publish that fell
+    between two was never WARN. The faults a diagnostics states are those since the last
+    one: the burst is WARN in the next, OK in the one after."""
+    from sensorbench.logs.ros2_cdr import OK, WARN
+
+    pub = _Diagnosed(Ros2Options(stale_s=5.0), {}, (0, 0), False, False)
+    t0 = time.monotonic()
+    pub.status([_status(0)])
+    last = pub._tick(t0, -math.inf)
+    pub.status([_status(5)])  # the burst's status tick
+    last = pub._tick(t0 + 0.3, last)
+    pub.status([_status(5)])  # the next tick: none new
+    last = pub._tick(t0 + 0.8, last)
+    last = pub._tick(t0 + 1.0, last)
+    pub._tick(t0 + 2.0, last)
+    assert [d[0][1] for d in pub.sent] == [OK, WARN, OK], pub.sent
+    assert pub.sent[1][0][2].startswith("5 CRC errors, 0 drops"), pub.sent

@@ -61,9 +61,9 @@ def pod_table(fit: PodFit) -> str:
     else:
         out.append(fit.slip_note)
     if fit.imu_rate_var is not None:
-        rest = math.sqrt(fit.imu_note["at_rest_rad2_per_s"]) * 1e3
+        walk = math.sqrt(fit.imu_bias_walk or 0.0) * 1e3
         out.append(f"heading from the IMU: it walks {math.sqrt(fit.imu_rate_var) * 1e3:.3f} "
-                   f"mrad/√s of motion (at rest {rest:.3f})")  # fmt: skip
+                   f"mrad/√s, its bias {walk:.4f} mrad/s/√s")  # fmt: skip
     elif "not_fitted" in fit.imu_note:
         out.append(f"heading: {fit.imu_note['not_fitted']}")
     out.append("not observable: each pod's position along its own rolling axis")

@@ -15,7 +15,7 @@ import numpy as np
 
 from sensorbench.characterize.pods.drift_fit import near_bounces
 from sensorbench.characterize.pods.imu_heading_fit import (
-    fit_imu_rate_variance,
+    fit_imu_heading_noise,
     with_imu_heading,
 )
 from sensorbench.characterize.pods.imu_scale import imu_disagreement
@@ -161,6 +161,7 @@ class PodFit:
     slip_note: str = ""
     time_offset_identified: list[bool] = field(default_factory=list)
     imu_rate_var: float | None = None
+    imu_bias_walk: float | None = None
     imu_note: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -213,6 +214,7 @@ class PodFit:
             None if self.slip is None or self.imu_rate_var is not None
             else self.slip.carried_creep(),
             self.imu_rate_var,
+            self.imu_bias_walk,
         )
 
     def save(self, path: str | Path, prov: dict[str, Any]) -> Path:
@@ -537,9 +539,12 @@ def fit_pods(
             "imu_refused": imu_refused,
         },
     )
+    turned = None  # two pods: the drives with the IMU's heading as a last counter
     if n_pods == 2 and fit.complete:
-        fit.imu_rate_var, fit.imu_note = _fit_imu_heading(drives, offsets)
-    fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s)
+        fit.imu_rate_var, fit.imu_bias_walk, fit.imu_note, turned = _fit_imu_heading(
+            drives, offsets
+        )
+    fit.slip, fit.slip_note = _fit_slip(fit, drives, slip_window_s, turned)
     return fit
 
 
@@ -572,33 +577,34 @@ def _check_scale(c: np.ndarray, names: Sequence[str], nominal: float | None) -> 
 
 def _fit_imu_heading(
     drives: Sequence[Drive], offsets: Sequence[float]
-) -> tuple[float | None, dict[str, Any]]:
-    """Two pods: the IMU heading's random walk (rad²/s) and its report, or None and why
-    not (:func:`~sensorbench.characterize.pods.imu_heading_fit.fit_imu_rate_variance`)."""
+) -> tuple[float | None, float | None, dict[str, Any], list[Drive] | None]:
+    """Two pods: the IMU yaw's random walk (rad²/s), the gyro bias's walk ((rad/s)²/s),
+    their report and the drives with the IMU's heading as a last counter, or Nones and why
+    not (:func:`~sensorbench.characterize.pods.imu_heading_fit.fit_imu_heading_noise`)."""
     noise = [float(np.sqrt(reference_noise(d.t_ref, d.ref)[2])) for d in drives]
     try:
-        var, report = fit_imu_rate_variance(drives, offsets, noise)
+        turned = [with_imu_heading(d) for d in drives]
+        return (*fit_imu_heading_noise(turned, offsets, noise), turned)
     except FitError as exc:
-        return None, {"not_fitted": f"{exc}: two pods give no heading without it"}
-    return var, report
+        return None, None, {"not_fitted": f"{exc}: two pods give no heading without it"}, None
 
 
 def _fit_slip(
-    fit: PodFit, drives: Sequence[Drive], window_s: float
+    fit: PodFit, drives: Sequence[Drive], window_s: float, turned: list[Drive] | None
 ) -> tuple[SlipFit | None, str]:
     """The wheels' slip law, or None and why not: from the pods against the IMU when
     every session carries IMU yaw (:mod:`~sensorbench.characterize.pods.slip_fit`), else
     against mocap over the pod fit's intervals
-    (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`)."""
+    (:mod:`~sensorbench.characterize.pods.slip_mocap_fit`); two pods: against mocap, the
+    drives ``turned`` with the IMU's heading as a last counter."""
     if not fit.complete:
         return None, "slip law not fitted: the geometry is incomplete"
     if fit.c.size < 3 and fit.imu_rate_var is None:
         return None, "slip law not fitted: two pods give no heading without every session's IMU yaw"
     geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, imu_rate_var=fit.imu_rate_var)
     try:
-        if fit.imu_rate_var is not None:  # the pods alone against mocap, the IMU's heading
+        if fit.imu_rate_var is not None and turned is not None:  # the pods against mocap
             interval = float(fit.options["interval_s"])
-            turned = [with_imu_heading(d) for d in drives]
             return fit_pod_slip_mocap(turned, geometry, fit.time_offsets_s, interval), ""
         if all(d.imu_yaw is not None for d in drives):
             return fit_pod_slip(drives, geometry, window_s), ""

@@ -23,7 +23,11 @@ burst (their timing error) add noise, not slope."""
 
 def _bias_removed(y: np.ndarray, dt: np.ndarray, t: np.ndarray) -> np.ndarray:
     """``y`` with a bias and a linear bias drift (rad/s, rad/s²) over the intervals fitted
-    out: the part no gyro bias explains."""
+    out: the part no gyro bias explains. Not :func:`~sensorbench.fusion.pod_drive.
+    gyro_drift`, which the geometry fit removes: its 4 s local quadratic of IMU minus mocap
+    follows any disagreement slower than a few seconds, a wrong scale's on slow turns
+    included, and would hide what this check looks for; one bias and one drift per drive
+    cannot take up the rotation."""
     B = np.column_stack([dt, dt * t])
     return y - B @ np.linalg.lstsq(B, y, rcond=None)[0]
 

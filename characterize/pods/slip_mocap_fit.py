@@ -75,7 +75,8 @@ def fit_pod_slip_mocap(
     those the pod fit found.
 
     Raises:
-        FitError: fewer than :data:`MIN_INTERVALS` usable intervals, or nothing rolled.
+        FitError: fewer than :data:`MIN_INTERVALS` usable intervals (before or after the
+            trim), nothing rolled, or drives that do not identify the creep's terms.
     """
     w = geometry.W
     w_inv = np.linalg.pinv(w)
@@ -113,6 +114,10 @@ def fit_pod_slip_mocap(
         return through_pods(expected_frac_variance(travel, per_m / c**2) * (wheel > 0))
 
     theta, keep, rounding = _trimmed_fit(resid, full, drag_ok, rounding_of)
+    if np.count_nonzero(keep) < MIN_INTERVALS:
+        raise FitError(f"only {np.count_nonzero(keep)} of {keep.size} intervals left to fit "
+                       f"the slip law from once those beyond its χ²₃ bound (p = {TRIM_P:g}) "
+                       f"were dropped: it needs {MIN_INTERVALS}")  # fmt: skip
     law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])
     se = _standard_errors(theta, full[:, keep], rounding[keep])
     cov = np.einsum("p,pmjl->mjl", theta, full[:, keep]) + rounding[keep]
@@ -157,11 +162,22 @@ def _gls(
     weights (M, 3, 3) = the inverse covariance: the coefficients and their covariance, a
     Newey–West sandwich over the intervals' scores with the geometry fit's lags within
     each ``drive`` (M,): the weights are the law's, which need not be the intervals'
-    own covariance (docs/PODS.md, Creep)."""
+    own covariance (docs/PODS.md, Creep).
+
+    Raises:
+        FitError: no more intervals than coefficients (their scores' sandwich is then 0),
+            or a design of lower rank (a coefficient the drives do not move).
+    """
     from sensorbench.characterize.pods.geometry_fit import hac_meat  # imports this module
 
     xtw = np.einsum("mjp,mjl->mpl", design, weight)
-    bread = np.linalg.pinv(np.einsum("mpl,mlq->pq", xtw, design))
+    normal = np.einsum("mpl,mlq->pq", xtw, design)
+    n, rank = design.shape[2], int(np.linalg.matrix_rank(normal))
+    if design.shape[0] <= n or rank < n:
+        raise FitError(f"the creep's {n} terms from {design.shape[0]} intervals of rank {rank}: "
+                       f"they need more than {n} intervals over which the wheels' speeds and "
+                       "the turn rate vary")  # fmt: skip
+    bread = np.linalg.inv(normal)
     coef = bread @ np.einsum("mpl,ml->p", xtw, y)
     score = np.einsum("mpl,ml->mp", xtw, y - np.einsum("mjp,p->mj", design, coef))
     return coef, bread @ hac_meat(score, drive) @ bread
@@ -177,7 +193,8 @@ def _trimmed_fit(
     three, the timing's three, the law's lateral-acceleration term), refitted with the
     intervals beyond the χ²₃ bound of :data:`TRIM_P` dropped until none changes side;
     ``rounding_of(law)`` the rounding offset (M, 3, 3) under the law (roll, drag, turn).
-    Returns θ, the intervals kept and the rounding offset."""
+    Returns θ, the intervals kept and the rounding offset; the trim stops once fewer than
+    :data:`MIN_INTERVALS` are kept."""
     n_law = 2 if drag_ok else 1
     keep = np.ones(resid.shape[0], dtype=bool)
     theta = np.full(basis.shape[0], np.nan)
@@ -190,8 +207,8 @@ def _trimmed_fit(
         cov = np.einsum("p,pmjl->mjl", theta, basis) + rounding
         q = np.einsum("mj,mj->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0])
         now = q <= bound
-        if np.array_equal(now, keep):
-            break
+        if np.array_equal(now, keep) or np.count_nonzero(now) < MIN_INTERVALS:
+            return theta, now, rounding  # too few left: the caller refuses
         keep = now
     return theta, keep, rounding
 

@@ -410,7 +410,7 @@ def start_exempt(series: list[ErrorSeries]) -> np.ndarray:
 
 def name_wrong(
     series: list[ErrorSeries], fits: dict[str, AxisFit], sigma_b2: np.ndarray | None = None,
-    dof: int = 0, n_family: int = 0,
+    dof: int = 0, n_family: int = 0, exempt: np.ndarray | None = None,
 ) -> WrongRelocs:
     """Name the wrong relocalizations among ``series`` under ``fits``' sigma, tau, sigma_v.
 
@@ -419,14 +419,17 @@ def name_wrong(
     ``sigma_b2``: one at a time at ``WRONG_ALPHA / K``, K the offsets (segments, starts
     included: conservative; docs/POSE_ERROR.md). With ``sigma_b2`` ``(6,)`` (a model
     fitted elsewhere, from ``dof`` offsets), each relocalization is tested against it at
-    ``WRONG_ALPHA / n_family`` (default K)."""
+    ``WRONG_ALPHA / n_family`` (default K). ``exempt`` ``(S,)``: the starts exempt, where
+    ``series`` is not all the sessions aligned together (default :func:`start_exempt`)."""
     params = np.stack([fits[a].values for a in POSE_AXES])
     est = [[_gls_offsets(s, a, *params[a, 1:]) for a in range(len(POSE_AXES))] for s in series]
     b = np.concatenate([np.stack([o for o, _ in e], 1) for e in est])  # (K, 6) unit
     v = np.concatenate([np.stack([np.diag(c) for _, c in e], 1) for e in est])  # (K, 6) unit²
     k_all = b.shape[0]
     start = np.zeros(k_all, bool)  # the first segments of sessions their own frame absorbed
-    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = start_exempt(series)
+    start[np.cumsum([0] + [s.n_segments for s in series[:-1]])] = (
+        start_exempt(series) if exempt is None else exempt
+    )
     level = WRONG_ALPHA / max(n_family or k_all, 1)
     usual = np.ones(k_all, bool)
     if sigma_b2 is not None:

@@ -4,7 +4,7 @@ not inform; failing sessions named by step-down. docs/POSE_ERROR.md ("Validation
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -17,6 +17,7 @@ from sensorbench.characterize.pose.error_model import (
     Progress,
     fit_groups,
     name_wrong,
+    start_exempt,
 )
 from sensorbench.characterize.pose.gm_montecarlo import (
     STAT_NAMES,
@@ -71,6 +72,7 @@ class SessionCheck:
     p_joint: float
     failed: np.ndarray
     params: np.ndarray  # (6, 4) model used for this session
+    wrong_t_s: tuple[float, ...] = ()  # its wrong relocalizations named (s), jumps given
 
     @property
     def passed(self) -> bool:
@@ -163,6 +165,7 @@ class ValidationReport:
                 "passed": s.passed,
                 "critical_z": s.critical_z,
                 "p_joint": s.p_joint,
+                "wrong_relocalizations_t_s": list(s.wrong_t_s),
                 "model_params": {
                     a: dict(zip(PARAMS, map(_f, s.params[i]), strict=True))
                     for i, a in enumerate(POSE_AXES)
@@ -242,17 +245,22 @@ def check_session(
     return SessionCheck(
         series.name, observed, percentile, z, q[1], q[0], q[2], crit, p_joint,
         valid & (np.abs(z) > crit), np.asarray(params, dtype=float),
+        tuple(series.t_s[series.wrong].tolist()),
     )
 
 
 def held_out_wrong(
-    held: ErrorSeries, fits: dict[str, AxisFit], n_usual: int, n_relocs: int
+    held: ErrorSeries, fits: dict[str, AxisFit], n_usual: int, n_relocs: int,
+    others: Sequence[ErrorSeries] = (),
 ) -> tuple[ErrorSeries, np.ndarray]:
     """``held`` with its wrong relocalizations named under ``fits`` (sigma_b from ``n_usual``
     of ``n_relocs`` offsets; Bonferroni over ``n_relocs`` and ``held``'s), and ``(N, 6)``
-    the named jumps over their segments (m, rad)."""
+    the named jumps over their segments (m, rad). ``others``: the sessions aligned with
+    ``held``: its start is a candidate unless an alignment none of them shares absorbed
+    its mean (:func:`~sensorbench.characterize.pose.error_model.start_exempt`)."""
     sb2 = np.array([fits[a].sigma_b for a in POSE_AXES]) ** 2
-    found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments)
+    exempt = start_exempt([held, *others])[:1]
+    found = name_wrong([held], fits, sb2, max(n_usual - 1, 1), n_relocs + held.n_segments, exempt)
     marked = replace(held, wrong=found.masks[0])
     seg = marked.segment_id
     jumps = np.zeros((marked.n_segments, len(POSE_AXES)))
@@ -352,7 +360,8 @@ def _given_model(
     n_relocs = model.axes["x"].n_segments or int(wr.get("n_relocalizations", 0))  # offsets
     n_usual = n_relocs - int(wr.get("n_wrong", 0))  # offsets less the named
     for i, s in enumerate(series):
-        marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs)
+        others = [x for j, x in enumerate(series) if j != i]
+        marked, shift = held_out_wrong(s, model.axes, n_usual, n_relocs, others)
         given.append(check_session(
             marked, model.params_array(),
             model.cov_log_array() if parameter_uncertainty else None, n_draws, streams[i],
