@@ -212,10 +212,10 @@ def _jumped(drive: Drive, share: float, seed: int, size_m: float = 0.05) -> tupl
 def test_gross_reference_jumps_are_trimmed_not_taken_into_the_noise() -> None:
     """A quarter of the intervals of two 1-minute drives corrupted by 5 cm mocap jumps
     (about 100 σ of a clean interval's δ): exactly those are trimmed, the x reference
-    noise stays at its clean size (the clean fit's, under 1e-6 m²: the jumps' own would
-    be ~6e-4 m²) and the law is within 3 of its standard errors of the truth on 3 seeds
-    (0.3 % per value for a consistent fit). Without a robust start the likelihood took
-    the jumps into the x noise term and trimmed none."""
+    noise stays at its clean size (1.2e-7 m²; under 1e-6 m² asserted, the fit over every
+    interval took the jumps in at 2.4-3.2e-4 m² and trimmed none) and the law is within 3
+    of its standard errors of the truth on 3 seeds (0.3 % per value for a consistent
+    fit)."""
     for seed in range(3):
         drives, jumps = zip(*(_jumped(_drive(60 + 2 * seed + k, 60.0), 0.25, seed + 9 * k)
                               for k in range(2)), strict=True)  # fmt: skip

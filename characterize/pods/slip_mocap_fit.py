@@ -24,10 +24,6 @@ TRIM_P = 1e-6
 """Tail probability of δ's χ²₃ (its Mahalanobis norm under the fit) beyond which an
 interval is a fault and dropped."""
 MIN_INTERVALS = 30
-ROBUST_DOF = 1.0
-"""Degrees of freedom of the Student-t (Cauchy) likelihood whose fit over every interval
-starts the trim: a gross fault costs it ln q, so it cannot widen the noise terms to
-keep the fault within the χ²₃ bound, as a first Gaussian pass did."""
 MAX_TRIM_SHARE = 1.0 / 3.0
 """Share of the intervals beyond which trimming is refused: the reference is faulty."""
 
@@ -83,7 +79,8 @@ def fit_pod_slip_mocap(
 
     Raises:
         FitError: fewer than :data:`MIN_INTERVALS` usable intervals (before or after the
-            trim), nothing rolled, or drives that do not identify the creep's terms.
+            trim), over :data:`MAX_TRIM_SHARE` of them trimmed (a faulty reference),
+            nothing rolled, or drives that do not identify the creep's terms.
     """
     w = geometry.W
     w_inv = np.linalg.pinv(w)
@@ -228,8 +225,10 @@ def _trimmed_fit(
         if n_pass < MAX_TRIM_PASSES:  # the robust start
             best = np.zeros_like(keep)
             best[np.argsort(q)[:n_best]] = True
-            # its fixed point's θ a poor start: the trim's likelihood starts afresh
-            now, start = (now, start * np.nan) if np.array_equal(best, keep) else (best, theta)
+            if np.array_equal(best, keep):  # its θ a poor start: the trim's starts afresh
+                start = np.full_like(start, np.nan)
+            else:
+                now, start = best, theta
         elif np.array_equal(now, keep) or np.count_nonzero(now) < MIN_INTERVALS:
             return theta, now, rounding  # too few left: the caller refuses
         else:
@@ -239,16 +238,11 @@ def _trimmed_fit(
 
 
 def _max_likelihood(
-    resid: np.ndarray,
-    basis: np.ndarray,
-    offset: np.ndarray,
-    start: np.ndarray,
-    dof: float = np.inf,
+    resid: np.ndarray, basis: np.ndarray, offset: np.ndarray, start: np.ndarray
 ) -> np.ndarray:
-    """Non-negative θ maximising the likelihood of ``resid`` (M, 3) under scatter
-    ``Σ_p θ_p·basis[p] + offset``, Gaussian or, for a finite ``dof``, Student-t's of
-    ``dof`` degrees of freedom; searched over ln θ from ``start`` (or from the moments
-    when it holds nan)."""
+    """Non-negative θ maximising the Gaussian likelihood of ``resid`` (M, 3) under
+    ``Σ_p θ_p·basis[p] + offset``, searched over ln θ from ``start`` (or from the
+    moments when it holds nan)."""
     scale = np.array([max(float(np.mean(np.trace(b, axis1=1, axis2=2))), 1e-300) for b in basis])
     if not np.all(np.isfinite(start)):
         # every term at the share of the mean squared δ it would explain alone
@@ -260,8 +254,6 @@ def _max_likelihood(
         if np.any(sign <= 0):
             return np.inf
         q = np.einsum("mj,mj->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0])
-        if np.isfinite(dof):  # a fault's cost grows as ln q, not q
-            q = (dof + 3.0) * np.log1p(q / dof)
         return 0.5 * float(np.sum(logdet + q))
 
     # ln θ within e^−25 (a term that explains nothing) and e^10 of one unit of its basis
