@@ -6,7 +6,6 @@ intervals beyond the χ²₃ bound of :data:`TRIM_P` dropped (docs/PODS.md § "W
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -24,8 +23,6 @@ TRIM_P = 1e-6
 """Tail probability of δ's χ²₃ (its Mahalanobis norm under the fit) beyond which an
 interval is a fault and dropped."""
 MIN_INTERVALS = 30
-MAX_TRIM_SHARE = 1.0 / 3.0
-"""Share of the intervals beyond which trimming is refused: the reference is faulty."""
 
 
 def _intervals(
@@ -79,8 +76,7 @@ def fit_pod_slip_mocap(
 
     Raises:
         FitError: fewer than :data:`MIN_INTERVALS` usable intervals (before or after the
-            trim), over :data:`MAX_TRIM_SHARE` of them trimmed (a faulty reference),
-            nothing rolled, or drives that do not identify the creep's terms.
+            trim), nothing rolled, or drives that do not identify the creep's terms.
     """
     w = geometry.W
     w_inv = np.linalg.pinv(w)
@@ -94,6 +90,8 @@ def fit_pod_slip_mocap(
         raise FitError(f"only {delta.shape[0]} intervals to fit the slip law from")
     if rolled.sum() < 1.0:
         raise FitError(f"the pods rolled only {rolled.sum():.2f} m")
+    beta, *_ = np.linalg.lstsq(signed, delta, rcond=None)
+    resid = delta - signed @ beta
     drag_ok = float(dragged.sum()) >= MIN_DRAG_M
     # Σ_k = Σ_p θ_p·basis[p]_k: the law's two terms, the noise's three, the timing's
     # three, the law's lateral-acceleration term
@@ -104,7 +102,7 @@ def fit_pod_slip_mocap(
 
     eye = np.eye(3)
     basis = [through_pods(rolled / c**2), through_pods(dragged / c**2)]
-    basis += [np.broadcast_to(np.outer(eye[j], eye[j]), (*delta.shape, 3)) for j in range(3)]
+    basis += [np.broadcast_to(np.outer(eye[j], eye[j]), (*resid.shape, 3)) for j in range(3)]
     basis += [ends[:, j, None, None] * np.outer(eye[j], eye[j]) for j in range(3)]
     basis += [through_pods(by_turn / c**2)]
     if not drag_ok:
@@ -115,15 +113,11 @@ def fit_pod_slip_mocap(
         per_m = law[0] * rolled + law[1] * dragged + law[2] * by_turn
         return through_pods(expected_frac_variance(travel, per_m / c**2) * (wheel > 0))
 
-    theta, keep, rounding = _trimmed_fit(delta, signed, full, drag_ok, rounding_of)
+    theta, keep, rounding = _trimmed_fit(resid, full, drag_ok, rounding_of)
     if np.count_nonzero(keep) < MIN_INTERVALS:
         raise FitError(f"only {np.count_nonzero(keep)} of {keep.size} intervals left to fit "
                        f"the slip law from once those beyond its χ²₃ bound (p = {TRIM_P:g}) "
                        f"were dropped: it needs {MIN_INTERVALS}")  # fmt: skip
-    if np.count_nonzero(~keep) > MAX_TRIM_SHARE * keep.size:
-        raise FitError(f"{np.count_nonzero(~keep)} of {keep.size} intervals beyond the slip "
-                       f"law's χ²₃ bound (p = {TRIM_P:g}), over {MAX_TRIM_SHARE:.0%}: the "
-                       "reference (mocap) is faulty, not a few of its intervals")  # fmt: skip
     law = np.array([theta[0], theta[1] if drag_ok else theta[0], theta[-1]])
     se = _standard_errors(theta, full[:, keep], rounding[keep])
     cov = np.einsum("p,pmjl->mjl", theta, full[:, keep]) + rounding[keep]
@@ -190,49 +184,31 @@ def _gls(
 
 
 def _trimmed_fit(
-    delta: np.ndarray,
-    signed: np.ndarray,
+    resid: np.ndarray,
     basis: np.ndarray,
     drag_ok: bool,
     rounding_of: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """θ over ``basis`` (the law's roll and, when ``drag_ok``, drag term, the noise's
-    three, the timing's three, the law's lateral-acceleration term) for the residual of
-    δ (M, 3) after its least-squares calibration part on the ``signed`` reference motion
-    (M, 3), both over the intervals kept: first those of smallest Mahalanobis size q, as
-    many as may be kept (1 − :data:`MAX_TRIM_SHARE`), refitted until that set holds,
-    then those within the χ²₃ bound of :data:`TRIM_P`, refitted until none changes side;
+    three, the timing's three, the law's lateral-acceleration term), refitted with the
+    intervals beyond the χ²₃ bound of :data:`TRIM_P` dropped until none changes side;
     ``rounding_of(law)`` the rounding offset (M, 3, 3) under the law (roll, drag, turn).
     Returns θ, the intervals kept and the rounding offset; the trim stops once fewer than
-    :data:`MIN_INTERVALS` are kept.
-
-    The first stage is the robust start: a fit over every interval lets gross faults
-    bend the calibration and widen the noise and timing terms until they lie within the
-    bound, and nothing is trimmed."""
+    :data:`MIN_INTERVALS` are kept."""
     n_law = 2 if drag_ok else 1
-    start = np.full(basis.shape[0], np.nan)
-    rounding = rounding_of(np.zeros(3))
-    keep = np.ones(delta.shape[0], dtype=bool)
-    n_best = math.ceil((1.0 - MAX_TRIM_SHARE) * keep.size)
-    for n_pass in range(2 * MAX_TRIM_PASSES):
-        beta, *_ = np.linalg.lstsq(signed[keep], delta[keep], rcond=None)
-        resid = delta - signed @ beta
-        theta = _max_likelihood(resid[keep], basis[:, keep], rounding[keep], start)
-        rounding = rounding_of(np.array([theta[0], theta[n_law - 1], theta[-1]]))
+    keep = np.ones(resid.shape[0], dtype=bool)
+    theta = np.full(basis.shape[0], np.nan)
+    law = np.zeros(3)
+    bound = chi2.isf(TRIM_P, 3)
+    for _ in range(MAX_TRIM_PASSES):
+        rounding = rounding_of(law)
+        theta = _max_likelihood(resid[keep], basis[:, keep], rounding[keep], theta)
+        law = np.array([theta[0], theta[n_law - 1], theta[-1]])
         cov = np.einsum("p,pmjl->mjl", theta, basis) + rounding
         q = np.einsum("mj,mj->m", resid, np.linalg.solve(cov, resid[:, :, None])[:, :, 0])
-        now = q <= chi2.isf(TRIM_P, 3)
-        if n_pass < MAX_TRIM_PASSES:  # the robust start
-            best = np.zeros_like(keep)
-            best[np.argsort(q)[:n_best]] = True
-            if np.array_equal(best, keep):  # its θ a poor start: the trim's starts afresh
-                start = np.full_like(start, np.nan)
-            else:
-                now, start = best, theta
-        elif np.array_equal(now, keep) or np.count_nonzero(now) < MIN_INTERVALS:
+        now = q <= bound
+        if np.array_equal(now, keep) or np.count_nonzero(now) < MIN_INTERVALS:
             return theta, now, rounding  # too few left: the caller refuses
-        else:
-            start = theta
         keep = now
     return theta, keep, rounding
 
