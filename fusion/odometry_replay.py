@@ -46,6 +46,7 @@ from sensorbench.fusion.pod_kinematics import (
     bridged_yaw_steps,
     imu_bias_variance,
     imu_heading_steps,
+    pods_at_rest,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import (
@@ -82,9 +83,9 @@ class OdometryInput:
 
     def increments(
         self, geometry: PodGeometry, repair: bool = True
-    ) -> tuple[np.ndarray, int, np.ndarray | None]:
-        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``, how many frames were
-        rebuilt (with an IMU and ``repair``, those where a parallel pod bounced:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Body increments (K, 3) (m, m, rad) through ``W⁻¹``, which frames were
+        rebuilt (K,) bool (with an IMU and ``repair``, those where a parallel pod bounced:
         :func:`repair_bounces`) and, with two pods and the IMU's heading, the heading's
         variance growth (K,) rad² from the gyro bias (:func:`imu_bias_variance`; else None).
 
@@ -104,11 +105,13 @@ class OdometryInput:
             grow = imu_bias_variance(
                 rest, dt, geometry.imu_rate_var, geometry.imu_bias_walk or 0.0
             )
-            return body_increments(geometry.W, np.column_stack([self.dn, dtheta])), 0, grow
+            inc = body_increments(geometry.W, np.column_stack([self.dn, dtheta]))
+            return inc, np.zeros(len(dt), dtype=bool), grow
         if repair and self.imu_dtheta is not None:
             inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
-            return inc, int(np.count_nonzero(repaired)), None
-        return body_increments(geometry.W, self.dn), 0, None
+            return inc, repaired, None
+        inc = body_increments(geometry.W, self.dn)
+        return inc, np.zeros(inc.shape[0], dtype=bool), None
 
 
 def read_odometry(
@@ -576,15 +579,23 @@ def replay_session(
             (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
-    inc, n_repaired, heading_var = odo.increments(geometry, repair)  # refuses other layouts
+    inc, repaired, heading_var = odo.increments(geometry, repair)  # refuses other layouts
     ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
         path, odo, reference, align_interval_s
     )
-    skipped_s = 0.0
+    skipped_s, unrested_s = 0.0, 0.0
+    if geometry.imu_rate_var is not None:  # the gyro bias is first measured at a rest
+        rest = pods_at_rest(odo.dn, np.diff(odo.t_s))
+        unrested_s = float(odo.t_s[int(np.argmax(rest)) if rest.any() else -1] - odo.t_s[0])
     if ref_t is not None and ref_pose is not None:
+        frames = odo.t_s.size
         odo, skipped_s = _from_reference_start(odo, ref_t, ref_pose)
-        if skipped_s > 0:
-            inc, n_repaired, heading_var = odo.increments(geometry, repair)
+        # the increments of the whole stream, as live had them: an IMU heading's bias
+        # comes from the rests before, those left out too
+        k = frames - odo.t_s.size
+        inc, repaired = inc[k:], repaired[k:]
+        heading_var = None if heading_var is None else heading_var[k:]
+    n_repaired = int(np.count_nonzero(repaired))
     pose0 = (0.0, 0.0, 0.0)
     # the start taken from a noisy reference is known only to the reference's noise
     var0 = (0.0, 0.0, 0.0) if ref_var is None else tuple(float(v) for v in ref_var)
@@ -656,6 +667,9 @@ def replay_session(
             if noise.reach is None
             else noise.reach.outside(MotionReach.of([odo.t_s], [inc])),
             "unidentified_drift": noise.drift_warnings(geometry),
+            # an IMU heading's motion before its first rest (s): the gyro bias is not yet
+            # measured there and the stated heading omits it
+            "moving_before_first_rest_s": unrested_s,
         },
         consistency,
         monitor,
