@@ -46,6 +46,7 @@ from sensorbench.fusion.pod_kinematics import (
     bridged_yaw_steps,
     imu_bias_variance,
     imu_heading_steps,
+    pods_at_rest,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import (
@@ -582,7 +583,10 @@ def replay_session(
     ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
         path, odo, reference, align_interval_s
     )
-    skipped_s = 0.0
+    skipped_s, unrested_s = 0.0, 0.0
+    if geometry.imu_rate_var is not None:  # the gyro bias is first measured at a rest
+        rest = pods_at_rest(odo.dn, np.diff(odo.t_s))
+        unrested_s = float(odo.t_s[int(np.argmax(rest)) if rest.any() else -1] - odo.t_s[0])
     if ref_t is not None and ref_pose is not None:
         frames = odo.t_s.size
         odo, skipped_s = _from_reference_start(odo, ref_t, ref_pose)
@@ -663,6 +667,9 @@ def replay_session(
             if noise.reach is None
             else noise.reach.outside(MotionReach.of([odo.t_s], [inc])),
             "unidentified_drift": noise.drift_warnings(geometry),
+            # an IMU heading's motion before its first rest (s): the gyro bias is not yet
+            # measured there and the stated heading omits it
+            "moving_before_first_rest_s": unrested_s,
         },
         consistency,
         monitor,

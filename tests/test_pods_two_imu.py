@@ -338,3 +338,34 @@ def test_a_late_reference_keeps_the_gyro_bias_the_rests_before_it_gave(tmp_path)
                                                       np.unwrap(truth["x_y_yaw"][:, 2]))
     # a few effective samples per replay (docs/PODS.md): beyond 3σ at ~1 % a sample
     assert np.max(np.abs(err) / np.sqrt(rp.result.var[:, 2])) < 3.0
+
+
+def test_a_drive_moving_before_any_rest_is_warned(tmp_path) -> None:
+    # Before its first rest the IMU heading's gyro bias is unmeasured, taken as 0 and
+    # stated as known (imu_bias_variance): the replay now says how long, and the CLI
+    # page warns. The simulated forward drive stands still for its first second.
+    import h5py
+
+    from sensorbench.characterize.pods.display import replay_text
+    from sensorbench.fusion.filter_noise import load_noise_model
+    from sensorbench.fusion.odometry_replay import replay_session
+
+    noise = load_noise_model(Path(__file__).parents[1] / "examples/models/noise-emulated.toml")
+    path = simulate_two(tmp_path, "forward", 3)
+    assert replay_session(path, two_pods(), noise).info["moving_before_first_rest_s"] == 0.0
+    with h5py.File(path, "r+") as f:  # the frames from 0.5 s into the motion on
+        g = f["encoders/pods"]
+        moved = np.any(np.diff(g["counts"][...], axis=0) != 0, axis=1)
+        first = int(np.argmax(moved)) + int(0.5 / np.median(np.diff(g["host_ns"][:50]) * 1e-9))
+        for name in list(g):
+            rows = g[name][first:]
+            g[name].resize(rows.shape[0], axis=0)
+            g[name][...] = rows
+    rp = replay_session(path, two_pods(), noise)
+    with h5py.File(path) as f:
+        t = f["encoders/pods/host_ns"][...] * 1e-9
+        moved = np.any(np.diff(f["encoders/pods/counts"][...], axis=0) != 0, axis=1)
+    # the motion's length less the rest test's window, at least (it ends standing still)
+    still = np.flatnonzero(~moved)
+    assert rp.info["moving_before_first_rest_s"] > t[still[0]] - t[0] - 0.01
+    assert "the IMU's gyro bias is not measured there" in replay_text(rp.summary(), "s", None)

@@ -32,6 +32,8 @@ class WideTruth:
     sensor_hz: float
     mocap_hz: float
     wrong_times_s: list[np.ndarray] = field(default_factory=list)
+    map_rotation: Rotation = field(default_factory=Rotation.identity)  # reference ← sensor map
+    map_translation: np.ndarray = field(default_factory=lambda: np.zeros(3))  # m
 
 
 def draw(rng: np.random.Generator) -> WideTruth:
@@ -136,6 +138,7 @@ def campaign(
     r_map = Rotation.from_euler("ZYX", [rng.uniform(-np.pi, np.pi), *rng.uniform(-0.2, 0.2, 2)])
     mount = Rotation.from_rotvec(rng.uniform(-0.1, 0.1, 3))
     t_map = rng.uniform(-3.0, 3.0, 3)
+    truth.map_rotation, truth.map_translation = r_map, t_map
     special = special or {}
     tracks = [
         session(rng, truth, duration_s, r_map, t_map, mount, **special.get(i, {}))

@@ -152,6 +152,10 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
     out.append(f"rejected by the gate: {doc['rejected_updates']}")
     out += [f"WARNING, outside the noise fit's drives: {why}" for why in doc["outside_reach"]]
     out += [f"WARNING, {why}" for why in doc["unidentified_drift"]]
+    if doc.get("moving_before_first_rest_s"):
+        out.append(f"WARNING, the first {doc['moving_before_first_rest_s']:.1f} s move before "
+                   "any rest: the IMU's gyro bias is not measured there, and the stated "
+                   "heading omits it (start the drive standing still)")
     out += _consistency_lines(doc)
     files = [key for key in ("estimate_file", "plots") if key in doc]
     out += [f"{key.replace('_', ' ')}: {doc[key]}" for key in files]

@@ -32,6 +32,7 @@ from sensorbench.characterize.pose.error_model import (
     Progress,
     fit_groups,
     fit_pose_error,
+    name_wrong,
 )
 from sensorbench.characterize.pose.frames import (
     FRAME_ALPHA,
@@ -371,13 +372,15 @@ class PreparedCampaign:
         return {j: _with_frame(own[j], off[j], g.frame, se[j]) for j in own}, g
 
     def _group_gls(
-        self, members: list[int], offsets: list[float], weights: GroupFits, estimate_offset: bool
+        self, members: list[int], offsets: list[float], weights: GroupFits, estimate_offset: bool,
+        series: list[ErrorSeries] | None = None,
     ) -> GroupFit:
         """One GLS frame (and offset, when estimated) for sessions ``members`` at ``offsets``
-        (s), from their Umeyama frame, weighted by the model ``weights`` fitted to them."""
+        (s), from their Umeyama frame, weighted by the model ``weights`` fitted to ``series``
+        (default: each member under its own alignment)."""
         pairs = [self.tracks[j] for j in members]
         start = align_sessions(pairs, self.mode, offsets, max_gap_s=self.max_gap_s)
-        series = [self.alone[j].series for j in members]
+        series = series or [self.alone[j].series for j in members]
         return refine(
             pairs, offsets, _frame_of(start[0], self.mode), [s.reloc_times_s() for s in series],
             np.stack([weights[a].values for a in POSE_AXES]), estimate_offset=estimate_offset,
@@ -595,8 +598,19 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
     offsets = [offset.offset_s if offset.pooled else a.alignment.offset_s for a in alone]
     if camp.align == "campaign":
         pooled = estimate and offset.pooled
-        weights = fit_groups([alone[j].series for j in kept], [list(range(len(kept)))])[0]
+        group = [list(range(len(kept)))]
+        weights = fit_groups([alone[j].series for j in kept], group)[0]
         g = camp._group_gls(kept, [offsets[j] for j in kept], weights, pooled)
+        # a wrong start hides under its session's own frame: named only under the shared
+        # one, where it pulls the frame and inflates the weights; refit without it
+        shared = [
+            _carried(camp.tracks[j], alone[j], _with_frame(alone[j].alignment, g.offsets_s[k],
+                     g.frame, float("nan")), camp.max_gap_s, "campaign").series
+            for k, j in enumerate(kept)
+        ]  # fmt: skip
+        if any(m[0] for m in name_wrong(shared, weights).masks):
+            weights = fit_groups(shared, group)[0]
+            g = camp._group_gls(kept, [offsets[j] for j in kept], weights, pooled, shared)
         camp.fit = g
         if pooled:
             # the joint GLS's se, or the own offsets' pooled se when drift inflated them
