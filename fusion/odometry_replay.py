@@ -341,23 +341,51 @@ class Replay:
         }
 
 
+TAIL_RATIO = 4.0
+"""A reference axis's mean-square second difference over its robust (MAD) one beyond
+which its noise is called heavy-tailed: ≈ 1 for white Gaussian noise (within 10 % over
+300 triples), 4 = bursts doubling the noise's σ."""
+
+
+def _second_differences(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray | None:
+    """A reference path's second differences (M, 3) over the triples whose two periods
+    agree within 10 %, heading unwrapped; None with fewer than 10 samples or triples."""
+    t = np.asarray(t_s, dtype=float)
+    p = np.asarray(pose, dtype=float).copy()
+    if t.size < 10:
+        return None
+    p[:, 2] = np.unwrap(p[:, 2])
+    h = np.diff(t)
+    even = np.abs(h[1:] - h[:-1]) <= 0.1 * np.median(h)
+    d2 = (p[2:] - 2 * p[1:-1] + p[:-2])[even]
+    return d2 if d2.shape[0] >= 10 else None
+
+
 def reference_noise(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray:
     """White-noise variance (3,) of a reference path's samples (m², m², rad²):
     (1.4826·MAD)²/6 of their second differences (noise variance 6σ²) over the triples
     whose two periods agree within 10 %, heading unwrapped; zeros with fewer than 10.
     """
-    t = np.asarray(t_s, dtype=float)
-    p = np.asarray(pose, dtype=float).copy()
-    if t.size < 10:
-        return np.zeros(3)
-    p[:, 2] = np.unwrap(p[:, 2])
-    h = np.diff(t)
-    even = np.abs(h[1:] - h[:-1]) <= 0.1 * np.median(h)
-    d2 = (p[2:] - 2 * p[1:-1] + p[:-2])[even]
-    if d2.shape[0] < 10:
+    d2 = _second_differences(t_s, pose)
+    if d2 is None:
         return np.zeros(3)
     mad = np.median(np.abs(d2 - np.median(d2, axis=0)), axis=0)
     return (1.4826 * mad) ** 2 / 6.0
+
+
+def reference_tails(t_s: np.ndarray, pose: np.ndarray) -> dict[str, float]:
+    """The axes of a reference path whose noise is heavy-tailed (bursts, held samples
+    then jumps), each with its mean-square second difference over
+    :func:`reference_noise`'s robust one (dimensionless, > :data:`TAIL_RATIO`): the
+    bursts are not in the reference noise a replay states, so they count as the
+    filter's error."""
+    d2 = _second_differences(t_s, pose)
+    if d2 is None:
+        return {}
+    centred = d2 - np.median(d2, axis=0)
+    robust = (1.4826 * np.median(np.abs(centred), axis=0)) ** 2
+    ratio = np.mean(centred**2, axis=0) / np.maximum(robust, 1e-300)
+    return {a: float(r) for a, r in zip(AXES, ratio, strict=True) if r > TAIL_RATIO}
 
 
 def reference_consistency(
@@ -662,6 +690,10 @@ def replay_session(
             "reference_noise_sigma": None
             if ref_var is None
             else dict(zip(AXES, map(float, np.sqrt(ref_var)), strict=True)),
+            # axes whose reference noise is heavy-tailed: its bursts count as the error
+            "reference_heavy_tailed": {}
+            if ref_var is None or ref_t is None
+            else reference_tails(ref_t, ref_pose),
             # where this session's motion lies outside the calibration drives' reach
             "outside_reach": []
             if noise.reach is None

@@ -152,6 +152,10 @@ def replay_text(doc: dict[str, Any], session: str, reference: str | None) -> str
     out.append(f"rejected by the gate: {doc['rejected_updates']}")
     out += [f"WARNING, outside the noise fit's drives: {why}" for why in doc["outside_reach"]]
     out += [f"WARNING, {why}" for why in doc["unidentified_drift"]]
+    tails = doc.get("reference_heavy_tailed", {})
+    out += [f"WARNING, the {reference}'s {a} noise is heavy-tailed (mean square {r:.0f}× its "
+            "robust estimate): its bursts count as the filter's error, so a NEES verdict on "
+            f"{a} may be the {reference}'s" for a, r in tails.items()]
     if doc.get("moving_before_first_rest_s"):
         out.append(f"WARNING, the first {doc['moving_before_first_rest_s']:.1f} s move before "
                    "any rest: the IMU's gyro bias is not measured there, and the stated "
