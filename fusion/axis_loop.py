@@ -143,6 +143,10 @@ class AxisOutputs(NamedTuple):
         nis, innovation, s: (K,) ν²/S, ν and S of each odometry update.
         accepted: (K,) bool, whether the update passed the gate.
         aid_nis, aid_accepted: (M,) the same for each absolute fix.
+        kept: (K,) how far the odometry the state follows moved beyond the frame's
+            increment (unit; nan without one): 0 where the increment was taken (accepted or
+            carried), minus the excess over the gate a rejected increment dropped, the
+            streak's dropped excess put back on a forced update.
     """
 
     position: np.ndarray
@@ -155,6 +159,7 @@ class AxisOutputs(NamedTuple):
     accepted: np.ndarray
     aid_nis: np.ndarray
     aid_accepted: np.ndarray
+    kept: np.ndarray
 
 
 def start_state(p0: float, var_p0: float) -> AxisLoopState:
@@ -199,8 +204,10 @@ def axis_loop(
         p, v, ppp, ppv, pvv = predict_pv(p, v, ppp, ppv, pvv, steps.q[k], hk, steps.u[k])
         ppp += steps.slip[k]
         zk = steps.z[k]
+        out.kept[k] = 0.0
         if zk != zk:  # nan: no measurement, the odometry follows the prediction
             odo += p - p_prev
+            out.kept[k] = np.nan
         else:
             # update with the odometry position: y = odo + z, H = [1, 0], R = r_k
             r_k = steps.rounding[k]
@@ -219,6 +226,7 @@ def axis_loop(
                     # the model, not the data, was wrong: restore the odometry the
                     # streak replaced by predictions and let the velocity jump
                     resets += 1
+                    out.kept[k] = anchor + raw - odo
                     odo = anchor + raw
                     nu = odo + zk - p
                     pvv = max(pvv, VAR_V0)
@@ -245,7 +253,9 @@ def axis_loop(
                 else:
                     carried = 0
                     bound = np.sqrt(gate * s)
-                    odo = p + min(max(nu, -bound), bound)
+                    clipped = min(max(nu, -bound), bound)
+                    out.kept[k] = clipped - nu
+                    odo = p + clipped
         pbb = max(pbb + steps.drift[k], 0.0)
         while ai < n_aid and steps.aid_k[ai] == k + 1:
             # absolute fix z = p + b + e: only the frame offset b moves
@@ -306,7 +316,7 @@ def nll_sets(series: NllSeries, params: np.ndarray, gate: float) -> np.ndarray:
     # the per-frame outputs are not read: one scratch array takes them all
     x = np.empty(k_n)
     accepted, no_aid = np.empty(k_n, dtype=np.bool_), np.empty(0, dtype=np.bool_)
-    out = AxisOutputs(x, x, x, x, x, x, x, accepted, np.empty(0), no_aid)
+    out = AxisOutputs(x, x, x, x, x, x, x, accepted, np.empty(0), no_aid, x)
     q_steps = np.empty(k_n)
     slip_steps = np.empty(k_n)
     rounding = np.empty(k_n)

@@ -254,33 +254,16 @@ def _constants(noise: AxisNoise, gate: float) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _axis_chunk(
+def _axis_steps(
     history: np.ndarray,
     steps_in: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    rest: np.ndarray,
-    aid_k: np.ndarray,
-    aid_z: np.ndarray,
-    aid_r: np.ndarray,
+    fixes: tuple[np.ndarray, np.ndarray, np.ndarray],
     consts: np.ndarray,
-    carry: np.ndarray,
-) -> tuple[np.ndarray, ...]:
-    """:func:`step_axis` compiled, on flat arguments (a call costs microseconds): the
-    (4, H) motion history, the (K,) arrays of :class:`AxisInput` (dt, z, slip, drag,
-    r_profile, drift; empty = None) and its ``rest`` (empty = None), the fixes (index, z,
-    r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale, drag_share and the
-    gate, ``carry`` the loop's
-    :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the outputs in
-    one float block: position, velocity, var_p, var_v, nis, innovation, s, nis_chi2 over
-    K+1 frames each (index 0: the estimate ``carry`` holds; nan for the last four), the M
-    fixes' NIS, then the state after the chunk (14 floats); the acceptance of the K
-    updates (after an unused index 0) and the M fixes in one bool block; and the motion
-    history after the chunk."""
+) -> tuple[AxisSteps, np.ndarray]:  # pragma: no cover - compiled
+    """The loop's :class:`~sensorbench.fusion.axis_loop.AxisSteps` of a chunk (arguments as
+    :func:`_axis_chunk`'s) and the motion history with the chunk's steps after it (4, H+K)."""
     dt, z, slip, drag, profile, drift = steps_in
     q, r, q_jerk, stamp_var, slip_scale, drag_share = consts[:6]
-    state = AxisLoopState(
-        carry[0], carry[1], carry[2], carry[3], carry[4], carry[5], carry[6], carry[7],
-        int(carry[8]), int(carry[9]), carry[10], carry[11], int(carry[12]), carry[13],
-    )  # fmt: skip
     k_n, h = dt.size, history.shape[1]
     # this chunk after the steps before it: the windows of the observed motion reach back
     series = np.empty((4, h + k_n))
@@ -296,18 +279,52 @@ def _axis_chunk(
     u, q_steps = motion_inputs(dt_h, z_h, rk_h, sv_h, h, (q, q_jerk, stamp_var))
     steps = AxisSteps(
         dt, z, u, q_steps, sv_h[h:], rk_h[h:], drift if drift.size else np.zeros(k_n),
-        np.zeros(k_n, dtype=np.bool_), np.full(k_n, np.inf), aid_k, aid_z, aid_r,
+        np.zeros(k_n, dtype=np.bool_), np.full(k_n, np.inf), fixes[0], fixes[1], fixes[2],
     )  # fmt: skip
+    return steps, series
+
+
+@numba.njit(cache=True)
+def _state(carry: np.ndarray) -> AxisLoopState:  # pragma: no cover - compiled
+    """The loop state of its 14 floats."""
+    return AxisLoopState(
+        carry[0], carry[1], carry[2], carry[3], carry[4], carry[5], carry[6], carry[7],
+        int(carry[8]), int(carry[9]), carry[10], carry[11], int(carry[12]), carry[13],
+    )  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _kept(steps: AxisSteps, gate: float, carry: np.ndarray) -> np.ndarray:  # pragma: no cover
+    """The loop's ``kept`` (K,) over ``steps`` from ``carry`` (unit;
+    :class:`~sensorbench.fusion.axis_loop.AxisOutputs`): what its odometry took of each
+    increment, which neither the frame offset's drift nor the fixes change, so it is known
+    before they are given."""
+    x, kept = np.empty(steps.dt.size), np.empty(steps.dt.size)
+    flags = np.empty(steps.dt.size, dtype=np.bool_)
+    none = np.empty(steps.aid_k.size)
+    axis_loop(
+        steps, gate, _state(carry),
+        AxisOutputs(x, x, x, x, x, x, x, flags, none, np.empty(none.size, np.bool_), kept),
+    )  # fmt: skip
+    return kept
+
+
+@numba.njit(cache=True)
+def _axis_run(
+    steps: AxisSteps, series: np.ndarray, rest: np.ndarray, gate: float, carry: np.ndarray
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """:func:`_axis_chunk` on its prepared :func:`_axis_steps`."""
+    k_n = steps.dt.size
     # two blocks, not ten arrays: boxing each returned array costs about a microsecond
-    n, m_n = k_n + 1, aid_k.size
+    n, m_n = k_n + 1, steps.aid_k.size
     floats = np.full(8 * n + m_n + 14, np.nan)
     flags = np.ones(n + m_n, dtype=np.bool_)
     tail = AxisOutputs(
         floats[1:n], floats[n + 1 : 2 * n], floats[2 * n + 1 : 3 * n], floats[3 * n + 1 : 4 * n],
         floats[4 * n + 1 : 5 * n], floats[5 * n + 1 : 6 * n], floats[6 * n + 1 : 7 * n],
-        flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:],
+        flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:], np.empty(k_n),
     )  # fmt: skip
-    end = axis_loop(steps, consts[6], state, tail)
+    end = axis_loop(steps, gate, _state(carry), tail)
     floats[0], floats[n] = carry[0] + carry[5], carry[1]
     floats[2 * n], floats[3 * n] = carry[2] + carry[6], carry[4]
     for k in range(k_n):  # the frames at rest test nothing
@@ -316,7 +333,34 @@ def _axis_chunk(
         end.p, end.v, end.ppp, end.ppv, end.pvv, end.b, end.pbb, end.odo, float(end.streak),
         float(end.carried), end.anchor, end.raw, float(end.resets), end.nll,
     )  # fmt: skip
+    h = series.shape[1] - k_n
     return floats, flags, series[:, max(h + k_n - MOTION_HISTORY, 0):].copy()
+
+
+@numba.njit(cache=True)
+def _axis_chunk(
+    history: np.ndarray,
+    steps_in: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    rest: np.ndarray,
+    aid_k: np.ndarray,
+    aid_z: np.ndarray,
+    aid_r: np.ndarray,
+    consts: np.ndarray,
+    carry: np.ndarray,
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """:func:`step_axis` compiled, on flat arguments (a call costs microseconds): the
+    (4, H) motion history, the (K,) arrays of :class:`AxisInput` (dt, z, slip, drag,
+    r_profile, drift; empty = None) and its ``rest`` (empty = None), the fixes (index, z,
+    r), ``consts`` = the noise's q, r, q_jerk, stamp_var, slip_scale, drag_share and the
+    gate, ``carry`` the loop's
+    :class:`~sensorbench.fusion.axis_loop.AxisLoopState` as floats. Returns the outputs in
+    one float block: position, velocity, var_p, var_v, nis, innovation, s, nis_chi2 over
+    K+1 frames each (index 0: the estimate ``carry`` holds; nan for the last four), the M
+    fixes' NIS, then the state after the chunk (14 floats); the acceptance of the K
+    updates (after an unused index 0) and the M fixes in one bool block; and the motion
+    history after the chunk."""
+    steps, series = _axis_steps(history, steps_in, (aid_k, aid_z, aid_r), consts)
+    return _axis_run(steps, series, rest, consts[6], carry)
 
 
 def run_axis(inp: AxisInput, noise: AxisNoise, gate: float = NIS_GATE_99) -> AxisTrack:

@@ -517,7 +517,7 @@ def _imu_check(
             roll, drag = law.pod_tick_variances(raw, dt)
             w, _, w_inv = law.kernel_arrays
             ends = (_frame_rounding(w, w_inv[2], roll + drag), 0.0)  # bound unused
-            u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0)[0]
+            u2 = _disagreement(slip, raw[:, 2], odo.imu_dtheta, still, ends, 0.0, np.empty(0))[0]
         return nis_monitor(u2, *monitor), "slip law"
     # the spread's floor (rad): a frame's Δθ holds the tick rounding of its two ends. It
     # is what standardises the frames that did not travel (in no bin): at a thousandth of

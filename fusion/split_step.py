@@ -14,7 +14,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from sensorbench.fusion.axis_step import _axis_chunk
+from sensorbench.fusion.axis_step import _axis_chunk, _axis_run, _axis_steps, _kept
 from sensorbench.fusion.odometry_drift import (
     _body_covariances,
     _carry_pose_error,
@@ -137,23 +137,26 @@ or slipping wheel")."""
 @numba.njit(cache=True)
 def _disagreement(
     slip: np.ndarray, dtheta: np.ndarray, imu: np.ndarray, rest: np.ndarray,
-    ends: tuple[np.ndarray, float], a0: float,
+    ends: tuple[np.ndarray, float], a0: float, kept: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """The pods' heading increments ``dtheta`` (K,) against the IMU's ``imu`` (K,) rad, (2,
     K): the disagreement ``u² = (Δθ_pods − Δθ_imu)²/(slip + ends[0])`` (nan at rest or
     without either), ``slip`` (K,) the law's heading variance of each step and ``ends`` a
     frame's rounding, its variance (K,) (rad², :func:`_frame_rounding`) and bound (rad); and A
-    (rad) after each step, from ``a0``: the sum of the whole |disagreement| of the frames
-    beyond the bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading is widened
-    by, for good."""
+    (rad) after each step, from ``a0``: the sum of the |disagreement| the heading filter's
+    odometry took (``dtheta`` plus ``kept`` (K,) rad, the loop's
+    :class:`~sensorbench.fusion.axis_loop.AxisOutputs`; empty: all of it) in the frames
+    where it is beyond the bound plus :data:`WIDEN_SIGMA` σ of the slip, the σ the heading
+    is widened by, for good."""
     out = np.full((2, dtheta.size), np.nan)
     a = a0
     for k in range(dtheta.size):
         r = dtheta[k] - imu[k]
         if not rest[k] and r == r:
             out[0, k] = r * r / (slip[k] + ends[0][k])
-            if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
-                a += abs(r)
+            taken = r + kept[k] if kept.size else r
+            if abs(taken) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
+                a += abs(taken)
         out[1, k] = a
     return out
 
@@ -267,6 +270,7 @@ def _split_chunk(
     else:
         roll = drag = np.empty((0, 3, 3))
     none, want = np.empty(0), np.empty(0, np.int64)
+    widen = imu.size > 0 and kind == 2
     carry = carry0.copy()
     check = np.full((2, k_n), np.nan)
     if kind:
@@ -275,15 +279,13 @@ def _split_chunk(
             _add_heading_variance(step_cov, heading_var, law[0], law[2])
         # the heading's share does not depend on the heading
         dv_t = step_cov[:, 2, 2].copy()
-        if imu.size and kind == 2:
+        if widen:
             # each pod's count change errs by under a tick: Σ|W⁺θ,i| bounds Δθ's rounding
             end_var = _frame_rounding(law[0], law[2][2], roll_t + drag_t)
             if not rounding[0].shape[0]:
                 end_var[:] = 0.0
             bound = (end_var, float(np.sum(np.abs(law[2][2]))))
-            check = _disagreement(dv_t, inc[:, 2], imu, rest, bound, carry0[5])
-            dv_t += _steps_from(carry0[5] ** 2, check[1] ** 2)
-            carry[5] = check[1, -1] if k_n else carry0[5]
+            law_t = dv_t.copy()
         slip_t, drag_var_t = roll[:, 2, 2].copy(), drag[:, 2, 2].copy()
     else:
         step_cov = roll
@@ -299,10 +301,17 @@ def _split_chunk(
         _carry_sensitivities(sens_t, (inc, np.zeros(k_n + 1), h), pods, cov, want, var_t,
                              np.empty((0, 3, cov.shape[0])))  # fmt: skip
         dv_t = dv_t + _steps_from(cal_var[2], var_t[:, 2])
-    f_t, fl_t, hi_t = _axis_chunk(
-        histories[0], (dt, inc[:, 2].copy(), slip_t, drag_var_t, none, dv_t), rest,
-        fixes[0][0], fixes[0][1], fixes[0][2], consts[0], carries[0],
+    steps_t, series_t = _axis_steps(
+        histories[0], (dt, inc[:, 2].copy(), slip_t, drag_var_t, none, dv_t), fixes[0],
+        consts[0],
     )  # fmt: skip
+    if widen:
+        # widened by what the heading's odometry took: its gate's verdicts first
+        kept = _kept(steps_t, consts[0][6], carries[0])
+        check = _disagreement(law_t, inc[:, 2], imu, rest, bound, carry0[5], kept)
+        steps_t.drift[:] += _steps_from(carry0[5] ** 2, check[1] ** 2)
+        carry[5] = check[1, -1] if k_n else carry0[5]
+    f_t, fl_t, hi_t = _axis_run(steps_t, series_t, rest, consts[0][6], carries[0])
     heading = f_t[: k_n + 1]
     if kind:
         # x and y drift with the heading error, along the path the heading filter gives
@@ -319,7 +328,7 @@ def _split_chunk(
         if k_n:
             cal_var[0], cal_var[1], cal_var[2] = var_xy[-1, 0], var_xy[-1, 1], var_t[-1, 2]
     w = _xy_inputs(inc, heading[:-1].copy(), roll, drag, rounding[0])
-    if imu.size and kind == 2:
+    if widen:
         grow = _widen_xy(check[1], w[0], w[1], _lever(law[2]), carry0[5], carry)
         dv_x, dv_y = dv_x + grow, dv_y + grow
     out = []

@@ -31,8 +31,9 @@ def _mean_u2(fraction: float, slip: float, rng: np.random.Generator) -> tuple[fl
     dtheta = body_increments(geo.W, np.diff(counts, axis=1).reshape(-1, 3))[:, 2]
     truth = np.full(dtheta.size, (3.0 + fraction) * w_theta.sum())
     rounding = _frame_rounding(geo.W, w_theta, np.full((dtheta.size, 3), slip))
-    u2 = _disagreement(np.full(dtheta.size, slip * w_theta @ w_theta), dtheta, truth,
-                       np.zeros(dtheta.size, bool), (rounding, 1.0), 0.0)[0]  # fmt: skip
+    still = np.zeros(dtheta.size, bool)
+    u2 = _disagreement(np.full(dtheta.size, slip * w_theta @ w_theta), dtheta, truth, still,
+                       (rounding, 1.0), 0.0, np.empty(0))[0]  # fmt: skip
     means = u2.reshape(WINDOWS, FRAMES).mean(axis=1)
     return float(means.mean()), float(means.std(ddof=1) / np.sqrt(WINDOWS))
 
