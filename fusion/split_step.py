@@ -154,9 +154,8 @@ def _disagreement(
         r = dtheta[k] - imu[k]
         if not rest[k] and r == r:
             out[0, k] = r * r / (slip[k] + ends[0][k])
-            taken = r + kept[k] if kept.size else r
-            if abs(taken) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
-                a += abs(taken)
+            if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
+                a += abs(r + kept[k]) if kept.size else abs(r)
         out[1, k] = a
     return out
 
