@@ -132,14 +132,13 @@ def test_stated_sigma_covers_the_truth(rows, drive: str, axis: str) -> None:
     assert 0.90 <= coverage <= 0.98, (drive, axis, coverage)
 
 
-# live's path over seeds 30-39 (docs/PODS.md, "Measured figures"): the widening states the
-# whole disagreement of a bounce's frames, most of which the heading's gate kept out
+# live's path over seeds 30-39 (docs/PODS.md, "Measured figures"): the bounces' errors
+# summed as of one sign, though of either sign from bounce to bounce; forward and spin θ
+# as wide on the repaired path (MISSED_COVERAGE)
 LIVE_WIDE = {  # x, y, θ (%), None: inside 90-98 %
-    "forward": (98.2, 99.1, 99.9),
-    "spin": (99.5, 98.7, 99.1),
-    "square": (None, 99.2, 99.3),
-    "figure8": (None, 98.1, None),
-    "pods_faults": (98.2, 99.3, 99.5),
+    "forward": (98.2, 99.1, 98.2),
+    "spin": (98.8, 98.2, 99.1),
+    "pods_faults": (None, 98.9, 98.6),
 }
 LIVE_MISSED = {
     (d, a): f"{d} {a}: {v} % over seeds 30-39"
