@@ -154,8 +154,10 @@ def _disagreement(
         r = dtheta[k] - imu[k]
         if not rest[k] and r == r:
             out[0, k] = r * r / (slip[k] + ends[0][k])
-            if abs(r) > ends[1] + WIDEN_SIGMA * np.sqrt(slip[k]):
-                a += abs(r + kept[k]) if kept.size else abs(r)
+            taken = r + kept[k] if kept.size else r
+            bound = ends[1] + WIDEN_SIGMA * np.sqrt(slip[k])
+            if abs(r) > bound or abs(taken) > bound:
+                a += abs(taken)
         out[1, k] = a
     return out
 
