@@ -479,7 +479,8 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
         points = np.repeat(keep, batch.count)
         rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, points))
     columns = {name: getattr(batch, name) for name in rows}
-    return type(batch)(**{n: None if c is None else c[rows[n]] for n, c in columns.items()})
+    kept: dict[str, Any] = {n: None if c is None else c[rows[n]] for n, c in columns.items()}
+    return type(batch)(**kept)
 
 
 def exportable(
