@@ -294,26 +294,12 @@ def _state(carry: np.ndarray) -> AxisLoopState:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _kept(steps: AxisSteps, gate: float, carry: np.ndarray) -> np.ndarray:  # pragma: no cover
-    """The loop's ``kept`` (K,) over ``steps`` from ``carry`` (unit;
-    :class:`~sensorbench.fusion.axis_loop.AxisOutputs`): what its odometry took of each
-    increment, which neither the frame offset's drift nor the fixes change, so it is known
-    before they are given."""
-    x, kept = np.empty(steps.dt.size), np.empty(steps.dt.size)
-    flags = np.empty(steps.dt.size, dtype=np.bool_)
-    none = np.empty(steps.aid_k.size)
-    axis_loop(
-        steps, gate, _state(carry),
-        AxisOutputs(x, x, x, x, x, x, x, flags, none, np.empty(none.size, np.bool_), kept),
-    )  # fmt: skip
-    return kept
-
-
-@numba.njit(cache=True)
 def _axis_run(
-    steps: AxisSteps, series: np.ndarray, rest: np.ndarray, gate: float, carry: np.ndarray
+    steps: AxisSteps, series: np.ndarray, rest: np.ndarray, gate: float, carry: np.ndarray,
+    kept: np.ndarray,
 ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """:func:`_axis_chunk` on its prepared :func:`_axis_steps`."""
+    """:func:`_axis_chunk` on its prepared :func:`_axis_steps`, the loop's ``kept`` (K,)
+    into ``kept`` (:class:`~sensorbench.fusion.axis_loop.AxisOutputs`)."""
     k_n = steps.dt.size
     # two blocks, not ten arrays: boxing each returned array costs about a microsecond
     n, m_n = k_n + 1, steps.aid_k.size
@@ -322,7 +308,7 @@ def _axis_run(
     tail = AxisOutputs(
         floats[1:n], floats[n + 1 : 2 * n], floats[2 * n + 1 : 3 * n], floats[3 * n + 1 : 4 * n],
         floats[4 * n + 1 : 5 * n], floats[5 * n + 1 : 6 * n], floats[6 * n + 1 : 7 * n],
-        flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:], np.empty(k_n),
+        flags[1:n], floats[8 * n : 8 * n + m_n], flags[n:], kept,
     )  # fmt: skip
     end = axis_loop(steps, gate, _state(carry), tail)
     floats[0], floats[n] = carry[0] + carry[5], carry[1]
@@ -360,7 +346,7 @@ def _axis_chunk(
     updates (after an unused index 0) and the M fixes in one bool block; and the motion
     history after the chunk."""
     steps, series = _axis_steps(history, steps_in, (aid_k, aid_z, aid_r), consts)
-    return _axis_run(steps, series, rest, consts[6], carry)
+    return _axis_run(steps, series, rest, consts[6], carry, np.empty(steps.dt.size))
 
 
 def run_axis(inp: AxisInput, noise: AxisNoise, gate: float = NIS_GATE_99) -> AxisTrack:

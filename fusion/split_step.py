@@ -14,7 +14,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from sensorbench.fusion.axis_step import _axis_chunk, _axis_run, _axis_steps, _kept
+from sensorbench.fusion.axis_step import _axis_chunk, _axis_run, _axis_steps
 from sensorbench.fusion.odometry_drift import (
     _body_covariances,
     _carry_pose_error,
@@ -307,12 +307,14 @@ def _split_chunk(
         consts[0],
     )  # fmt: skip
     if widen:
-        # widened by what the heading's odometry took: its gate's verdicts first
-        kept = _kept(steps_t, consts[0][6], carries[0])
+        # widened by what the heading's odometry took, which neither the drift nor the
+        # fixes change: its gate's verdicts first
+        kept = np.empty(k_n)
+        _axis_run(steps_t, series_t, rest, consts[0][6], carries[0], kept)
         check = _disagreement(law_t, inc[:, 2], imu, rest, bound, carry0[5], kept)
         steps_t.drift[:] += _steps_from(carry0[5] ** 2, check[1] ** 2)
         carry[5] = check[1, -1] if k_n else carry0[5]
-    f_t, fl_t, hi_t = _axis_run(steps_t, series_t, rest, consts[0][6], carries[0])
+    f_t, fl_t, hi_t = _axis_run(steps_t, series_t, rest, consts[0][6], carries[0], np.empty(k_n))
     heading = f_t[: k_n + 1]
     if kind:
         # x and y drift with the heading error, along the path the heading filter gives
