@@ -205,7 +205,8 @@ class PodStreamParser:
         prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
         prev_e, errors_seen = self._prev_errors.tolist(), False
         cum_e = self._cum_errors.tolist()
-        rows: list[tuple[int, int, list[int], float, float, list[int]]] = []
+        ints: list[tuple[int, ...]] = []  # per frame: seq, ns, counts, errors, overruns
+        imus: list[tuple[float, float]] = []  # per frame: yaw rate, yaw
         while end - off >= 6 and data[off : off + 2] == proto.SYNC:
             flags = data[off + 3]
             layout = self._layouts.get(flags)
@@ -236,30 +237,24 @@ class PodStreamParser:
             self._t_unwrapped += d_t
             self._seq_unwrapped += d_seq
             prev_seq, prev_t, prev_c = seq, t_us, list(raw)
-            rows.append((self._seq_unwrapped, self._t_unwrapped * 1000, list(cum), yaw_rate,
-                         yaw, list(cum_e)))  # fmt: skip
+            ints.append((self._seq_unwrapped, self._t_unwrapped * 1000, *cum, *cum_e))
+            imus.append((yaw_rate, yaw))
             off = stop
-        if not rows:
+        if not ints:
             return PodFrames.empty(n), 0
-        self.stats.frames += len(rows)
+        self.stats.frames += len(ints)
         self._prev_seq, self._prev_t = prev_seq, prev_t
         self._prev_counts, self._cum = np.array(prev_c, np.int64), np.array(cum, np.int64)
         self._cum_errors = np.array(cum_e, np.int64)
         if errors_seen:
             self._prev_errors = np.array(prev_e, np.int64)
             self.stats.quad_errors, self.stats.overruns = sum(cum_e[:-1]), cum_e[-1]
-        seq_un, t_ns, counts, yaw_rates, yaws, errors = zip(*rows, strict=True)
-        err = np.array(errors, np.int64)
-        frames = PodFrames(
-            np.array(seq_un, np.int64),
-            np.array(t_ns, np.int64),
-            np.array(counts, np.int64),
-            np.array(yaw_rates, np.float64),
-            np.array(yaws, np.float64),
-            np.zeros(len(rows), bool),
-            err[:, :-1],
-            err[:, -1],
-        )
+        # two arrays, their columns as views: C-contiguous as they are for one frame (the
+        # usual read), else copied so (EncoderBatch.decoded takes them unchecked)
+        col, v, f = np.ascontiguousarray, np.array(ints, np.int64), np.array(imus, np.float64)
+        frames = PodFrames(col(v[:, 0]), col(v[:, 1]), col(v[:, 2 : 2 + n]), col(f[:, 0]),
+                           col(f[:, 1]), np.zeros(len(ints), bool), col(v[:, 2 + n : -1]),
+                           col(v[:, -1]))  # fmt: skip
         return frames, off
 
     def _decode_binary(self, data: bytes) -> _Raw:
