@@ -248,12 +248,13 @@ class PodStreamParser:
         if errors_seen:
             self._prev_errors = prev_e
             self.stats.quad_errors, self.stats.overruns = sum(cum_e[:-1]), cum_e[-1]
-        # two arrays, their columns as views: C-contiguous as they are for one frame (the
-        # usual read), else copied so (EncoderBatch.decoded takes them unchecked)
-        col, v, f = np.ascontiguousarray, np.array(ints, np.int64), np.array(imus, np.float64)
-        frames = PodFrames(col(v[:, 0]), col(v[:, 1]), col(v[:, 2 : 2 + n]), col(f[:, 0]),
-                           col(f[:, 1]), np.zeros(len(ints), bool), col(v[:, 2 + n : -1]),
-                           col(v[:, -1]))  # fmt: skip
+        # two arrays, their columns as views, C-contiguous for one frame (the usual read),
+        # else copied so: EncoderBatch.decoded takes them unchecked
+        v, f = np.array(ints, np.int64), np.array(imus, np.float64)
+        cols = [v[:, 0], v[:, 1], v[:, 2 : 2 + n], f[:, 0], f[:, 1], v[:, 2 + n : -1], v[:, -1]]
+        if len(ints) > 1:
+            cols = [np.ascontiguousarray(c) for c in cols]
+        frames = PodFrames(*cols[:5], np.zeros(len(ints), bool), *cols[5:])
         return frames, off
 
     def _decode_binary(self, data: bytes) -> _Raw:
