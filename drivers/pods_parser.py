@@ -254,7 +254,8 @@ class PodStreamParser:
         cols = [v[:, 0], v[:, 1], v[:, 2 : 2 + n], f[:, 0], f[:, 1], v[:, 2 + n : -1], v[:, -1]]
         if len(ints) > 1:
             cols = [np.ascontiguousarray(c) for c in cols]
-        frames = PodFrames(*cols[:5], np.zeros(len(ints), bool), *cols[5:])
+        seq, t_ns, counts, yaw_rate, yaw, quad, over = cols
+        frames = PodFrames(seq, t_ns, counts, yaw_rate, yaw, np.zeros(len(ints), bool), quad, over)
         return frames, off
 
     def _decode_binary(self, data: bytes) -> _Raw:
