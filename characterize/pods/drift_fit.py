@@ -141,9 +141,7 @@ def near_bounces(W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray) -> np.nd
 
 
 def fit_drift(
-    drives: Sequence[Drive],
-    geometry: PodGeometry,
-    interval_s: float = INTERVAL_S,
+    drives: Sequence[Drive], geometry: PodGeometry, interval_s: float = INTERVAL_S,
     align_interval_s: float = 0.5,
 ) -> DriftFit:
     """Fit the slip model from drives against their reference over intervals of
