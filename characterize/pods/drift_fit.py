@@ -195,11 +195,6 @@ def fit_drift(
             coef[j, :2] = coef[j, :2].max()
     identified = np.tile(excited, (3, 1))
     return DriftFit(
-        OdometryDrift(coef, identified),
-        coef_se,
-        intercept,
-        np.sqrt(timing),
-        identified,
-        int(delta.shape[0]),
-        excitation,
+        OdometryDrift(coef, identified), coef_se, intercept, np.sqrt(timing), identified,
+        int(delta.shape[0]), excitation,
     )
