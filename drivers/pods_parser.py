@@ -154,12 +154,13 @@ class PodStreamParser:
         )
         self._prev_seq: int | None = None
         self._prev_t: int | None = None
-        self._prev_counts: np.ndarray | None = None
+        # the counters' state in lists (the scalar path's; the vectorised one converts)
+        self._prev_counts: list[int] | None = None
         self._t_unwrapped = 0
         self._seq_unwrapped = 0
-        self._cum = np.zeros(n_pods, np.int64)
-        self._prev_errors = np.zeros(n_pods + 1, np.int64)  # raw u16 errors + overruns
-        self._cum_errors = np.zeros(n_pods + 1, np.int64)
+        self._cum = [0] * n_pods
+        self._prev_errors = [0] * (n_pods + 1)  # raw u16 errors + overruns
+        self._cum_errors = [0] * (n_pods + 1)
 
     # -- public ------------------------------------------------------------------
 
@@ -202,10 +203,10 @@ class PodStreamParser:
         seq_mod, t_mod = 1 << proto.SEQ_BITS, 1 << proto.TIME_BITS
         cap = math.inf if limit is None else limit
         prev_seq, prev_t = self._prev_seq, self._prev_t or 0
-        prev_c, cum = self._prev_counts.tolist(), self._cum.tolist()
-        prev_e, errors_seen = self._prev_errors.tolist(), False
-        cum_e = self._cum_errors.tolist()
-        rows: list[tuple[int, int, list[int], float, float, list[int]]] = []
+        prev_c, cum = self._prev_counts, self._cum.copy()
+        prev_e, errors_seen, cum_e = self._prev_errors, False, self._cum_errors.copy()
+        ints: list[tuple[int, ...]] = []  # per frame: seq, ns, counts, errors, overruns
+        imus: list[tuple[float, float]] = []  # per frame: yaw rate, yaw
         while end - off >= 6 and data[off : off + 2] == proto.SYNC:
             flags = data[off + 3]
             layout = self._layouts.get(flags)
@@ -236,30 +237,25 @@ class PodStreamParser:
             self._t_unwrapped += d_t
             self._seq_unwrapped += d_seq
             prev_seq, prev_t, prev_c = seq, t_us, list(raw)
-            rows.append((self._seq_unwrapped, self._t_unwrapped * 1000, list(cum), yaw_rate,
-                         yaw, list(cum_e)))  # fmt: skip
+            ints.append((self._seq_unwrapped, self._t_unwrapped * 1000, *cum, *cum_e))
+            imus.append((yaw_rate, yaw))
             off = stop
-        if not rows:
+        if not ints:
             return PodFrames.empty(n), 0
-        self.stats.frames += len(rows)
+        self.stats.frames += len(ints)
         self._prev_seq, self._prev_t = prev_seq, prev_t
-        self._prev_counts, self._cum = np.array(prev_c, np.int64), np.array(cum, np.int64)
-        self._cum_errors = np.array(cum_e, np.int64)
+        self._prev_counts, self._cum, self._cum_errors = prev_c, cum, cum_e
         if errors_seen:
-            self._prev_errors = np.array(prev_e, np.int64)
+            self._prev_errors = prev_e
             self.stats.quad_errors, self.stats.overruns = sum(cum_e[:-1]), cum_e[-1]
-        seq_un, t_ns, counts, yaw_rates, yaws, errors = zip(*rows, strict=True)
-        err = np.array(errors, np.int64)
-        frames = PodFrames(
-            np.array(seq_un, np.int64),
-            np.array(t_ns, np.int64),
-            np.array(counts, np.int64),
-            np.array(yaw_rates, np.float64),
-            np.array(yaws, np.float64),
-            np.zeros(len(rows), bool),
-            err[:, :-1],
-            err[:, -1],
-        )
+        # two arrays, their columns as views, C-contiguous for one frame (the usual read),
+        # else copied so: EncoderBatch.decoded takes them unchecked
+        v, f = np.array(ints, np.int64), np.array(imus, np.float64)
+        cols = [v[:, 0], v[:, 1], v[:, 2 : 2 + n], f[:, 0], f[:, 1], v[:, 2 + n : -1], v[:, -1]]
+        if len(ints) > 1:
+            cols = [np.ascontiguousarray(c) for c in cols]
+        seq, t_ns, counts, yaw_rate, yaw, quad, over = cols
+        frames = PodFrames(seq, t_ns, counts, yaw_rate, yaw, np.zeros(len(ints), bool), quad, over)
         return frames, off
 
     def _decode_binary(self, data: bytes) -> _Raw:
@@ -409,7 +405,7 @@ class PodStreamParser:
         first = self._prev_seq is None
         prev_seq = raw.seq[0] if first else self._prev_seq
         prev_t = raw.t_us[0] if first else self._prev_t
-        prev_c = raw.counts[0] if first else self._prev_counts
+        prev_c = raw.counts[0] if first else np.array(self._prev_counts, np.int64)
         d_seq = np.diff(raw.seq, prepend=prev_seq) % seq_mod
         d_t = np.diff(raw.t_us, prepend=prev_t) % t_mod
         d_c = np.diff(raw.counts, axis=0, prepend=prev_c[None, :]) % c_mod
@@ -440,11 +436,11 @@ class PodStreamParser:
             t_un[r:] = int(raw.t_us[r]) + cum_t[r:] - cum_t[r]
         base_seq = int(raw.seq[0]) - 1 if first else self._seq_unwrapped
         seq_un = base_seq + np.cumsum(d_seq)
-        counts = self._cum + np.cumsum(d_c, axis=0)
+        counts = np.array(self._cum, np.int64) + np.cumsum(d_c, axis=0)
         self._prev_seq, self._prev_t = int(raw.seq[-1]), int(raw.t_us[-1])
-        self._prev_counts = raw.counts[-1].copy()
+        self._prev_counts = raw.counts[-1].tolist()
         self._t_unwrapped, self._seq_unwrapped = int(t_un[-1]), int(seq_un[-1])
-        self._cum = counts[-1].copy()
+        self._cum = counts[-1].tolist()
         self.stats.frames += int(keep.sum())
         errors = self._unwrap_errors(raw.errors, reset & keep)
         return PodFrames(
@@ -466,7 +462,7 @@ class PodStreamParser:
         has = np.zeros(k, bool) if raw is None else raw[:, 0] >= 0
         # an MCU (re)start counts from 0, whether or not its first frame came: each frame's
         # values step from the last ones of its own run (none yet: from 0)
-        prev = self._prev_errors
+        prev = np.array(self._prev_errors, np.int64)
         if has.any():
             assert raw is not None
             vals = raw[has]
@@ -477,10 +473,10 @@ class PodStreamParser:
         restarts, with_errors = np.flatnonzero(reset), np.flatnonzero(has)
         if restarts.size and (not with_errors.size or restarts[-1] > with_errors[-1]):
             prev = np.zeros_like(prev)  # restarted after its last error block: from 0 again
-        self._prev_errors = prev
-        out = self._cum_errors + np.cumsum(step, axis=0)
+        self._prev_errors = prev.tolist()
+        out = np.array(self._cum_errors, np.int64) + np.cumsum(step, axis=0)
         if k:
-            self._cum_errors = out[-1].copy()
-        self.stats.quad_errors = int(self._cum_errors[:-1].sum())
-        self.stats.overruns = int(self._cum_errors[-1])
+            self._cum_errors = out[-1].tolist()
+        self.stats.quad_errors = sum(self._cum_errors[:-1])
+        self.stats.overruns = self._cum_errors[-1]
         return out

@@ -254,6 +254,10 @@ def increments_inverse(W: np.ndarray) -> np.ndarray:
 def body_increments_few(inverse: list[list[float]], dn: list[list[float]]) -> list[list[float]]:
     """:func:`body_increments` of a few frames in scalars, bit for bit: each row's products
     summed in the same order (``inverse``: :func:`increments_inverse` as lists)."""
+    if len(inverse[0]) == 3:  # three pods (the usual): the sums written out, a third the cost
+        (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = inverse
+        return [[r0 * a0 + r1 * a1 + r2 * a2, r0 * b0 + r1 * b1 + r2 * b2,
+                 r0 * c0 + r1 * c1 + r2 * c2] for r0, r1, r2 in dn]  # fmt: skip
     out = []
     for row in dn:
         inc = []

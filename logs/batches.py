@@ -146,23 +146,17 @@ class EncoderBatch:
         return int(self.host_ns.size)
 
     @classmethod
-    def decoded(
-        cls,
-        host_ns: np.ndarray,
-        device_ns: np.ndarray,
-        seq: np.ndarray,
-        counts: np.ndarray,
-        yaw: np.ndarray,
-        yaw_rate: np.ndarray,
-    ) -> EncoderBatch:
-        """A batch of a driver's own decoded frames, whose columns already have the dtypes
-        and shapes above (C-contiguous): not checked again. The pod reader builds one per
-        read, up to 200 times a second, where the check would cost ~16 µs a read; data
-        from outside goes through the constructor."""
+    def decoded(cls, *columns: np.ndarray) -> EncoderBatch:
+        """A batch of a driver's own decoded frames, its columns in field order and already
+        of the dtypes and shapes above (C-contiguous): not checked again. The pod reader
+        builds one per read, up to 200 times a second, where the check would cost ~16 µs a
+        read; data from outside goes through the constructor."""
         batch = cls.__new__(cls)
-        vars(batch).update(host_ns=host_ns, device_ns=device_ns, seq=seq, counts=counts,
-                           yaw=yaw, yaw_rate=yaw_rate)  # fmt: skip
+        vars(batch).update(zip(_ENCODER_FIELDS, columns, strict=True))
         return batch
+
+
+_ENCODER_FIELDS = tuple(f.name for f in fields(EncoderBatch))
 
 
 @dataclass
@@ -197,21 +191,6 @@ class PoseBatch:
 
     def __len__(self) -> int:
         return int(self.t_ns.size)
-
-    @classmethod
-    def from_arrays(
-        cls,
-        t_ns: np.ndarray,
-        position: np.ndarray,
-        quat_xyzw: np.ndarray,
-        valid: np.ndarray | None = None,
-        flags: np.ndarray | None = None,
-    ) -> PoseBatch:
-        """Build a batch; ``valid`` defaults to all True and ``flags`` to 0."""
-        n = np.asarray(t_ns).size
-        valid = np.ones(n, dtype=bool) if valid is None else valid
-        flags = np.zeros(n, dtype=np.uint8) if flags is None else flags
-        return cls(t_ns, position, quat_xyzw, valid, flags)
 
 
 @dataclass(frozen=True)

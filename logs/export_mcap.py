@@ -44,8 +44,6 @@ def _latched_qos() -> Any:
     )  # fmt: skip
 
 
-
-
 @dataclass
 class McapExport:
     """What :func:`export_mcap` wrote."""

@@ -395,11 +395,9 @@ def read_rosbag(
         main = [use(s.topic, rs.topic_extract(types[s.topic], s.child_frame)) for s in topics]
         beside = [[(t, c, use(t, c[2])) for t, c in _companions(types, s)] for s in topics]
         reloc = use(reloc_topic, rs.message_time) if reloc_topic else None
-        events = (
-            use(events_topic, rs.events_extract(events_topic, types[events_topic]))
-            if events_topic
-            else None
-        )
+        events = None
+        if events_topic:
+            events = use(events_topic, rs.events_extract(events_topic, types[events_topic]))
         scans = any(types[s.topic] == SCAN_TYPE for s in topics)
         # chains need /tf and /tf_static, the lidars' mounts /tf_static
         tf_uses = [

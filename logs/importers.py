@@ -229,7 +229,7 @@ def _pose_batches(
             flags = flags | np.where(corrected, np.uint8(PoseFlag.RELOCALIZED), np.uint8(0))
             relocalized += [int(n) for n in ctx["lines"][corrected]]
         pos, quat, valid = ctx["pos"][keep], ctx["quat"][keep], ctx["valid"][keep]
-        yield PoseBatch.from_arrays(t[keep], pos, quat, valid, flags[keep])
+        yield PoseBatch(t[keep], pos, quat, valid, flags[keep])
 
 
 def _pose_stream(

@@ -292,10 +292,8 @@ class TfCollector:
                     f"{norm[off][0]:.4f}, not 1 (tolerance {QUAT_NORM_TOLERANCE})"
                 )
             q = q / norm[:, None]
-            last = np.r_[np.diff(t) != 0, True]  # a repeated stamp: the latest message wins
-            if static:
-                last = np.zeros(t.size, bool)
-                last[-1] = True
+            # static: the last one received; a repeated stamp: the latest message wins
+            last = np.arange(t.size) == t.size - 1 if static else np.r_[np.diff(t) != 0, True]
             link = TfLink(parent, child, static, t[last], p[last], q[last])
             if child in out.links:
                 other = out.links[child]

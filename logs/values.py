@@ -478,10 +478,8 @@ def _keep(batch: Batch, keep: np.ndarray) -> Batch:
     if isinstance(batch, LidarTurns):  # per-point columns follow their turns
         points = np.repeat(keep, batch.count)
         rows.update(dict.fromkeys(LIDAR_POINT_FIELDS, points))
-    kept: dict[str, Any] = {}
-    for name, k in rows.items():
-        column = getattr(batch, name)
-        kept[name] = None if column is None else column[k]
+    columns = {name: getattr(batch, name) for name in rows}
+    kept: dict[str, Any] = {n: None if c is None else c[rows[n]] for n, c in columns.items()}
     return type(batch)(**kept)
 
 

@@ -654,9 +654,7 @@ class SessionWriter:
                 ) from exc
 
     def _error_text(self) -> str:
-        if isinstance(self.error, OSError):
-            return disk_error_text(self.error)
-        return str(self.error)
+        return disk_error_text(self.error) if isinstance(self.error, OSError) else str(self.error)
 
     def abort(self) -> None:
         """Discard everything this offline writer wrote (the output stays as it was); a

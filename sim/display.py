@@ -13,12 +13,9 @@ def scenario_table() -> list[dict[str, Any]]:
     campaign) and its file."""
     from sensorbench.sim.scenario import list_scenarios, load_scenario
 
-    rows = []
-    for name in list_scenarios():
-        sc = load_scenario(name)
-        rows.append({"name": name, "description": sc.params["description"],
-            "sessions": sc.n_sessions, "path": sc.source})
-    return rows
+    scenarios = [(name, load_scenario(name)) for name in list_scenarios()]
+    return [{"name": name, "description": sc.params["description"], "sessions": sc.n_sessions,
+             "path": sc.source} for name, sc in scenarios]  # fmt: skip
 
 
 def scenario_lines(rows: list[dict[str, Any]]) -> list[str]:

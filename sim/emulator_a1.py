@@ -536,19 +536,12 @@ class A1Emulator(PtyEmulator):
             idx, base, sent = idx[:-1], base[:-1], sent[:-1] & sent[1:]
             if idx.size == 0:
                 return
-        n = st.t_s.shape[1]
-        self._truth.append(
-            A1Truth(
-                (st.t_s[idx] + base[:, None]).ravel(),
-                np.full(idx.size * n, host_ns, dtype=np.int64),
-                st.start[idx].ravel(),
-                st.quality[idx].ravel(),
-                st.angle_q6[idx].ravel(),
-                st.dist_q2[idx].ravel(),
-                np.repeat(sent, n),
-                np.full(idx.size * n, st.express),
-            )
-        )
+        nodes = (st.t_s[idx] + base[:, None], st.start[idx], st.quality[idx], st.angle_q6[idx],
+                 st.dist_q2[idx])  # fmt: skip
+        t, start, quality, angle, dist = (a.ravel() for a in nodes)
+        delivered = np.repeat(sent, st.t_s.shape[1])
+        self._truth.append(A1Truth(t, np.full(t.size, host_ns, np.int64), start, quality, angle,
+                                   dist, delivered, np.full(t.size, st.express)))  # fmt: skip
 
 
 @functools.cache

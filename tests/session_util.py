@@ -63,7 +63,13 @@ def pose_batch(n: int = FRAMES, t0: int = T0) -> PoseBatch:
     t = t0 + np.arange(n, dtype=np.int64) * 10_000_000
     pos = np.column_stack([0.01 * np.arange(n), np.zeros(n), np.zeros(n)])
     quat = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
-    return PoseBatch.from_arrays(t, pos, quat, np.ones(n, bool))
+    return all_valid(t, pos, quat)
+
+
+def all_valid(t_ns: np.ndarray, pos: np.ndarray, quat: np.ndarray) -> PoseBatch:
+    """Pose samples (ns, m, xyzw), every one valid and unflagged."""
+    n = np.asarray(t_ns).size
+    return PoseBatch(t_ns, pos, quat, np.ones(n, bool), np.zeros(n, np.uint8))
 
 
 def write_small_session(path: Path, *, lidar: LidarTurns | None = None) -> Path:

@@ -218,7 +218,11 @@ def test_the_readers_unchecked_batches_pass_the_batch_check_unchanged(variant: s
     protocol, batches = PodProtocol(protocol=variant), []
     writer = types.SimpleNamespace(append_encoder=lambda _, batch: batches.append(batch))
     protocol.link = types.SimpleNamespace(writer=writer, name="pods", event=lambda *_: None)
-    cuts = np.cumsum(np.random.default_rng(5).integers(1, 9 * len(data) // 300, 200))
+    rng = np.random.default_rng(5)
+    cuts = np.cumsum(rng.integers(1, 9 * len(data) // 300, 200))
+    if variant == "binary":  # the second half in reads of 1 to 8 whole frames (the scalar path)
+        whole = np.cumsum(rng.integers(1, 9, 200)) * (len(data) // 300) + len(data) // 2
+        cuts = np.concatenate([cuts[cuts < whole[0]], whole])
     for k, (a, b) in enumerate(itertools.pairwise([0, *cuts[cuts < len(data)], len(data)])):
         protocol.consume(10**12 + k * 5_000_000, data[a:b])
     assert sum(len(b) for b in batches) == 300

@@ -8,6 +8,7 @@ from dataclasses import replace
 import lidar_util as U
 import numpy as np
 import pytest
+import session_util as su
 from click.testing import CliRunner
 from scipy.spatial.transform import Rotation
 
@@ -25,7 +26,7 @@ from sensorbench.fusion.scan_merge import (
     turn_centres_ns,
 )
 from sensorbench.fusion.scan_merge_session import merge_session
-from sensorbench.logs import LidarTurns, PoseBatch, Session, TurnFlag
+from sensorbench.logs import LidarTurns, Session, TurnFlag
 from sensorbench.sim.scenario import load_scenario
 from sensorbench.sim.simulation import SIM_T0_NS, Simulation, simulate_to_session
 from sensorbench.sim.world import Obstacle, World, box_vertices
@@ -208,7 +209,7 @@ def test_motion_compensation_reduces_wall_smear():
     t = np.arange(0, 4.2, 0.01)
     x, y, yaw = pose(t)
     quat = Rotation.from_euler("z", yaw[:, None]).as_quat()
-    stream = PoseBatch.from_arrays((t * 1e9).astype(np.int64), np.column_stack([x, y, 0 * x]), quat)
+    stream = su.all_valid((t * 1e9).astype(np.int64), np.column_stack([x, y, 0 * x]), quat)
     comp = merge_scans(
         front, rear, MergeSetup(Mount(*FRONT), Mount(*REAR), pose_at=pose_interpolator(stream))
     )
@@ -354,13 +355,13 @@ def test_bad_setup_is_rejected():
         Mount.from_seq([0.1, 0.2])
     # a pose stream with a 1 s occlusion: no pose inside it, none outside the stream
     t = np.r_[np.arange(0, 1.0, 0.01), np.arange(2.0, 3.0, 0.01)]
-    stream = PoseBatch.from_arrays(
+    stream = su.all_valid(
         (t * 1e9).astype(np.int64), np.zeros((t.size, 3)), np.tile([0, 0, 0, 1.0], (t.size, 1))
     )
     x, _, _ = pose_interpolator(stream)(np.array([0.5, 1.5, 2.5, 3.5, -0.1]) * 1e9)
     assert np.isfinite(x).tolist() == [True, False, True, False, False]
     with pytest.raises(FusionError, match="two valid"):
-        pose_interpolator(PoseBatch.from_arrays([0], np.zeros((1, 3)), [[0, 0, 0, 1.0]]))
+        pose_interpolator(su.all_valid([0], np.zeros((1, 3)), [[0, 0, 0, 1.0]]))
 
 
 def test_merge_command_on_simulated_session(tmp_path):

@@ -99,8 +99,8 @@ def _write_session(path: Path, turns: LidarTurns = TURNS) -> None:
         w.append_turns("lidar_front", turns)
         pos = np.where(VALID[:, None], POS, np.nan)
         quat = np.where(VALID[:, None], QUAT, np.nan)
-        w.append_pose("cam", PoseBatch.from_arrays(POSE_T, pos, quat, VALID, FLAGS))
-        w.append_pose("estimate", PoseBatch.from_arrays(POSE_T, POS, QUAT, np.ones(N_POSE, bool)))
+        w.append_pose("cam", PoseBatch(POSE_T, pos, quat, VALID, FLAGS))
+        w.append_pose("estimate", su.all_valid(POSE_T, POS, QUAT))
         w.append_encoder("pods", EncoderBatch(POD_T, POD_DEV, SEQ, COUNTS, YAW, YAW_RATE))
         for e in EVENTS:
             w.event(*e)
