@@ -104,9 +104,7 @@ def output_option(help: str | None = None, *, required: bool = False, directory:
         dest: str = "output", force: str | None = None) -> Decorator:
     """``-o/--output`` (a file, or a directory with ``directory``); with ``force``, also
     :func:`force_option` saying what ``--force`` replaces."""
-    kind = click.Path(file_okay=False, path_type=Path) if directory else click.Path(
-        dir_okay=False, path_type=Path
-    )
+    kind = click.Path(file_okay=not directory, dir_okay=directory, path_type=Path)
     opt = click.option("-o", "--output", dest, required=required, type=kind, help=help)
     return opt if force is None else stack(opt, force_option(force))
 

@@ -57,15 +57,9 @@ def subset_config_text(text: str, devices: list[str]) -> str:
 
 
 def capture_scenario(
-    scenario: Scenario,
-    seed: int,
-    output: str | os.PathLike[str],
-    run_dir: str | os.PathLike[str],
-    devices: list[str],
-    pose_streams: tuple[str, ...] = (),
-    speed: float = 10.0,
-    bringup_budget_s: float = 4.0,
-    label: str | None = None,
+    scenario: Scenario, seed: int, output: str | os.PathLike[str], run_dir: str | os.PathLike[str],
+    devices: list[str], pose_streams: tuple[str, ...] = (), speed: float = 10.0,
+    bringup_budget_s: float = 4.0, label: str | None = None,
 ) -> CapturedSession:
     """Emulate ``devices`` of the robot ``examples/robot-emulated.toml`` driven by
     ``scenario`` at ``speed`` (simulated s per host s), with ``pose_streams`` (``mocap``,

@@ -49,10 +49,7 @@ def firmware_config(out_dir: Path) -> Path:
 
 
 def run_live_demo(
-    out_dir: Path,
-    foxglove: tuple[str, int] | None,
-    duration_s: float,
-    stop: threading.Event,
+    out_dir: Path, foxglove: tuple[str, int] | None, duration_s: float, stop: threading.Event,
     on_status: Callable[[float, list[ReaderStatus], LiveRuntime], None] | None = None,
     pods_firmware: str | os.PathLike[str] | None = None,
 ) -> LiveDemo:

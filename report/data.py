@@ -423,9 +423,8 @@ def _replay(inputs: ReportInputs, geometry: Any, noise: FilterNoise | None) -> l
             continue
         inputs.say(f"replaying {label} through the split filters")
         _, speed = truth_doc(path)
-        rp = replay_session(
-            path, geometry, noise or FilterNoise.default(), align_interval_s=0.5 / speed
-        )
+        noise_used = noise or FilterNoise.default()
+        rp = replay_session(path, geometry, noise_used, align_interval_s=0.5 / speed)
         summary = rp.summary()
         figures = [
             Figure.read(p, f"{label}: {Path(p).stem.replace('_', ' ')}")
@@ -613,9 +612,7 @@ def compute_pose(inputs: ReportInputs) -> PoseSection | None:
 
     def refit() -> PoseErrorModel:
         say("fitting the pose-error model")
-        return fit_pose_error(
-            series, sensor=opts.sensor, reference=opts.reference, progress=fitting
-        )
+        return fit_pose_error(series, opts.sensor, opts.reference, progress=fitting)
 
     fit: PoseErrorModel | None = None
     if loaded is None:
@@ -714,9 +711,8 @@ def _pose_figures(prepared: list, params: np.ndarray, figdir: Path) -> list[Figu
     from sensorbench.characterize.pose.verdict import scale_inputs
 
     allan = allan_cross_check([ps.series for ps in prepared], params)
-    figures = [
-        Figure.read(plot_allan(allan, figdir / "allan.png"), "Allan deviation: data vs model")
-    ]
+    allan_png = plot_allan(allan, figdir / "allan.png")
+    figures = [Figure.read(allan_png, "Allan deviation: data vs model")]
     for ps in prepared:
         figures.append(Figure.read(
             plot_error_bands(ps.series, params, figdir / f"{ps.series.name}_error.png"),
@@ -759,9 +755,8 @@ def _validation(
         )
         for s, chk in zip(series, rep.sessions, strict=True)
     ]
-    figures.append(
-        Figure.read(plot_rank_histogram(rep, figdir / "rank_histogram.png"), "rank histogram")
-    )
+    rank = plot_rank_histogram(rep, figdir / "rank_histogram.png")
+    figures.append(Figure.read(rank, "rank histogram"))
     return ValidationSection(rep, prepared, wrong, figures)
 
 

@@ -128,16 +128,12 @@ def _lidar_stream(st: LidarStream) -> str:
 def _host_meaning(t: dict[str, Any]) -> str:
     """A host clock that fell behind: why, and what it means for the figures shown."""
     if t["clock"] == "device":
-        what = (
-            "this row times the turns by their arrival; the rate above and the other "
-            "figures use the device clock and are not affected"
-        )
+        what = ("this row times the turns by their arrival; the rate above and the other "
+                "figures use the device clock and are not affected")
     else:
-        what = (
-            "the figures marked (!) time the turns by their arrival, so they show the "
-            "host's delays (an emulation faster than real time on a busy host), not the "
-            "device's"
-        )
+        what = ("the figures marked (!) time the turns by their arrival, so they show the "
+                "host's delays (an emulation faster than real time on a busy host), not the "
+                "device's")
     return f"{t['host_timing_note']}: {what}"
 
 
@@ -185,12 +181,10 @@ def _band_table(st: LidarStream, n: dict) -> str:
         return num(None if v is None else sig.value(v), sig.fmt)
 
     brows = [
-        (
-            disp.band_label(b["lo_m"], b["hi_m"]), sigma_cell(b["sigma_m"]), sigma_cell(b["se_m"]),
-            b["n_points"], sigma_cell(ts),
-        )
+        (disp.band_label(b["lo_m"], b["hi_m"]), sigma_cell(b["sigma_m"]), sigma_cell(b["se_m"]),
+         b["n_points"], sigma_cell(ts))
         for b, ts in zip(n["bands"], st.band_truth_sigma_m, strict=True)
-    ]
+    ]  # fmt: skip
     head = ["range band", sig.heading(), f"±1{sig.heading()}", "points"]
     return table(
         [*head, f"simulated {sig.heading()}"], brows,
@@ -234,13 +228,8 @@ def render_pods(section: PodsSection) -> str:
             num(None if tv is None else tv * scale, "{:.5g}"),
             num(None if tv is None or not sig else (p.value - tv) / sig, "{:+.2f}"),
         ))  # fmt: skip
-    parts = [
-        "<h2>Pods</h2>",
-        table(
-            ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"], rows,
-            "pod geometry (pods.toml); z = (fitted − truth)/σ",
-        ),
-    ]
+    head = ["pod", "parameter", "fitted", "±1σ", "simulated truth", "z"]
+    parts = ["<h2>Pods</h2>", table(head, rows, "pod geometry (pods.toml); z = (fitted − truth)/σ")]
     if section.noise is not None:
         noise = section.noise
         nrows = [(a, num(noise.axis(a).q), num(noise.axis(a).r)) for a in AXES]
@@ -541,9 +530,7 @@ def _contents(body: str) -> tuple[str, str]:
         return f"<h2 id='section-{len(titles)}'>{m.group(1)}</h2>"
 
     body = re.sub(r"<h2>(.*?)</h2>", number, body)
-    links = "".join(
-        f"<li><a href='#section-{i}'>{t}</a></li>" for i, t in enumerate(titles, start=1)
-    )
+    links = "".join(f"<li><a href='#section-{i}'>{t}</a></li>" for i, t in enumerate(titles, 1))
     return f"<nav><ul>{links}</ul></nav>", body
 
 
@@ -559,7 +546,5 @@ def render_page(body: str, n_sessions: int, summaries: Sequence[str] = ()) -> st
         f"<title>sensorbench report</title><style>{_CSS}</style></head><body>"
         f"<h1>sensorbench report</h1><p class='note'>sensorbench {esc(__version__)}, "
         f"{n_sessions} sessions. Units: SI unless a column says otherwise.</p>"
-        + contents
-        + sections
-        + "</body></html>"
+        + contents + sections + "</body></html>"
     )

@@ -14,11 +14,7 @@ from sensorbench.characterize.pose.allan import allan_cross_check
 from sensorbench.characterize.pose.drift import AxisStationarity, stationarity
 from sensorbench.characterize.pose.error_model import PoseErrorModel
 from sensorbench.characterize.pose.gm_montecarlo import STAT_NAMES
-from sensorbench.characterize.pose.series import (
-    AXIS_UNITS,
-    DISPLAY_UNITS,
-    POSE_AXES,
-)
+from sensorbench.characterize.pose.series import AXIS_UNITS, DISPLAY_UNITS, POSE_AXES
 from sensorbench.characterize.pose.validate import ValidationReport
 from sensorbench.characterize.pose.verdict import wrong_lines
 from sensorbench.report.data import pose_params, simulated_wrong
@@ -222,16 +218,11 @@ class FitSummary:
             out.append(f"frame alignment: {camp.decision}")
         out.append(offset_line(camp.time_offset))
         for ps in camp.prepared:
-            rms = np.sqrt(np.mean(ps.series.error**2, axis=0))
             s = ps.series
+            rms = zip(POSE_AXES, np.sqrt(np.mean(s.error**2, axis=0)), strict=True)
+            shown = ", ".join(f"{a} {fmt(r, AXIS_UNITS[a]).strip()}" for a, r in rms)
             out.append(f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, {relocalizations(ps)}")
-            out.append(
-                "  RMS error: "
-                + ", ".join(
-                    f"{a} {fmt(r, AXIS_UNITS[a]).strip()}"
-                    for a, r in zip(POSE_AXES, rms, strict=True)
-                )
-            )
+            out.append(f"  RMS error: {shown}")
             out += [f"  {line}" for line in trajectory_lines(ps)]
         out += model_table(self.model)
         out += wrong_lines(self.model.wrong_relocalizations, None)
@@ -302,11 +293,8 @@ def validation_lines(report: ValidationReport, campaign: Any) -> list[str]:
             f"[{f['sim_band'][0]:.4g}, {f['sim_band'][1]:.4g}], upper-tail p "
             f"{100 * f['percentile']:.2f} %"
         )
-    out.append(
-        "upper-tail p in % (draws at or above the real statistic); * = failed check. "
-        "Monte Carlo "
-        + ("PASSED" if report.passed else "FAILED")
-    )
+    out.append("upper-tail p in % (draws at or above the real statistic); * = failed check. "
+               "Monte Carlo " + ("PASSED" if report.passed else "FAILED"))  # fmt: skip
     return out
 
 

@@ -114,11 +114,8 @@ def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
     ja = t.jitter_abs_percentiles_s
     ppt = t.points_per_turn
     n = t.n_single_periods
-    reported = (
-        f" (device reports {t.reported_speed_hz:.2f} Hz)"
-        if np.isfinite(t.reported_speed_hz)
-        else ""
-    )
+    speed = t.reported_speed_hz
+    reported = f" (device reports {speed:.2f} Hz)" if np.isfinite(speed) else ""
     period = [f"p50 {PERIOD.with_unit(pp['p50'])}"]
     jitter = [f"|Δ| p50 {JITTER.text(ja['p50'])}"]
     for lo, need in TAIL_PERIODS.items():
@@ -130,10 +127,7 @@ def _timing_rows(t: TimingStats) -> list[tuple[str, str]]:
     return [
         (RATE.label, f"{RATE.with_unit(t.rate_hz)} ({t.clock} clock){reported}"),
         (PERIOD.label, ", ".join(period) + few),
-        (
-            JITTER.label,
-            f"σ {JITTER.with_unit(t.jitter_std_s)}; {', '.join(jitter)} {JITTER.unit}",
-        ),
+        (JITTER.label, f"σ {JITTER.with_unit(t.jitter_std_s)}; {', '.join(jitter)} {JITTER.unit}"),
         (
             POINTS.label, f"{POINTS.text(ppt['median'])} "
             f"(p5–p95 {POINTS.text(ppt['p5'])}–{POINTS.text(ppt['p95'])}, "
@@ -156,16 +150,11 @@ def _gap_rows(t: TimingStats) -> list[tuple[str, str]]:
     return [
         ("Host clock", host),
         (SKIPPED.label, f"{t.skipped_turns} ({SKIPPED.with_unit(t.skipped_pct)})"),
-        (
-            LONGEST_GAP.label,
-            f"{LONGEST_GAP.with_unit(t.longest_gap_s)} at t = {t.longest_gap_at_s:.1f} s",
-        ),
-        (
-            "USB drop-offs",
-            f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, {t.usb_stale} stale, "
-            f"{t.usb_dropoff_gaps} gaps",
-        ),
-    ]
+        (LONGEST_GAP.label,
+         f"{LONGEST_GAP.with_unit(t.longest_gap_s)} at t = {t.longest_gap_at_s:.1f} s"),
+        ("USB drop-offs", f"{t.usb_unplugs} unplugs, {t.usb_reconnects} reconnects, "
+         f"{t.usb_stale} stale, {t.usb_dropoff_gaps} gaps"),
+    ]  # fmt: skip
 
 
 def _noise_rows(n: NoiseReport) -> list[tuple[str, str]]:

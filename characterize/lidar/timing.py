@@ -69,9 +69,11 @@ def _rate(periods: np.ndarray, nominal: float, counted: np.ndarray) -> float:
 
 
 def host_reliability(
-    turns: LidarTurns, clock: str, nominal_s: float, dropoff: np.ndarray, overruns: int
+    turns: LidarTurns, t_s: np.ndarray, clock: str, nominal_s: float, dropoff: np.ndarray,
+    overruns: int,
 ) -> tuple[float, bool, str]:
-    """``(host_rate_hz, reliable, note)`` of the stream's host receive times (docs/LIDAR.md)."""
+    """``(host_rate_hz, reliable, note)`` of the host receive times against the turn times
+    ``t_s`` (s) that :func:`turn_start_s` gave on ``clock`` (docs/LIDAR.md)."""
     host_s = (turns.t_first_ns - turns.t_first_ns[0]).astype(np.float64) * 1e-9
     hp = np.diff(host_s)
     ok = ~dropoff
@@ -79,7 +81,6 @@ def host_reliability(
     if overruns:
         reasons.append(f"{overruns} host backlog (overrun) event(s)")
     if clock == "device":
-        t_s, _ = turn_start_s(turns)
         dp = np.diff(t_s)
         single = ok & (np.rint(dp / nominal_s) == 1) & (hp > 0)
         slope = float(np.median(hp[single] / dp[single])) if single.any() else 1.0
@@ -160,7 +161,9 @@ def timing_stats(
     counts = turns.count.astype(np.float64)
     speed = turns.speed_hz[np.isfinite(turns.speed_hz)]
     if base == "host":
-        host_rate, host_ok, host_note = host_reliability(turns, clock, nominal, dropoff, overruns)
+        host_rate, host_ok, host_note = host_reliability(
+            turns, t_s, clock, nominal, dropoff, overruns
+        )
     else:  # there are no host receive times to judge
         host_rate, host_ok = float("nan"), False
         host_note = f"no host receive times: the stream's times are {time_base}"

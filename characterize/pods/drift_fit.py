@@ -141,9 +141,7 @@ def near_bounces(W: np.ndarray, dn: np.ndarray, imu_dtheta: np.ndarray) -> np.nd
 
 
 def fit_drift(
-    drives: Sequence[Drive],
-    geometry: PodGeometry,
-    interval_s: float = INTERVAL_S,
+    drives: Sequence[Drive], geometry: PodGeometry, interval_s: float = INTERVAL_S,
     align_interval_s: float = 0.5,
 ) -> DriftFit:
     """Fit the slip model from drives against their reference over intervals of
@@ -197,11 +195,6 @@ def fit_drift(
             coef[j, :2] = coef[j, :2].max()
     identified = np.tile(excited, (3, 1))
     return DriftFit(
-        OdometryDrift(coef, identified),
-        coef_se,
-        intercept,
-        np.sqrt(timing),
-        identified,
-        int(delta.shape[0]),
-        excitation,
+        OdometryDrift(coef, identified), coef_se, intercept, np.sqrt(timing), identified,
+        int(delta.shape[0]), excitation,
     )

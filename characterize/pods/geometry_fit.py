@@ -72,14 +72,8 @@ def huber_irls(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, fl
 
 
 def joint_sandwich(
-    xi: np.ndarray,
-    xi_rate: np.ndarray,
-    session: np.ndarray,
-    betas: np.ndarray,
-    resid: np.ndarray,
-    weights: np.ndarray,
-    n_sessions: int,
-    hac_lags: int | None = None,
+    xi: np.ndarray, xi_rate: np.ndarray, session: np.ndarray, betas: np.ndarray,
+    resid: np.ndarray, weights: np.ndarray, n_sessions: int, hac_lags: int | None = None,
 ) -> np.ndarray:
     """Covariance of all pod rows and the per-session time offsets jointly (parameters
     (β_0, …, β_{N−1}, δ_0, …, δ_{S−1}); pod p's model on interval m is ``x_m·β_p`` with
@@ -308,7 +302,7 @@ def _noise_sigma(
     d = np.vstack(d2)
     mad = 1.4826 * np.median(np.abs(d - np.median(d, axis=0)), axis=0)
     sigma = mad / np.sqrt(3.0) if native is None else np.minimum(mad / np.sqrt(3.0), native)
-    return np.maximum(sigma, np.array([1e-4, 1e-4, 1e-4]))
+    return np.maximum(sigma, 1e-4)
 
 
 def reference_interval_sigma(drives: Sequence[Drive], heading: str) -> np.ndarray:
@@ -341,18 +335,13 @@ def excitation(
 
 
 def _fit_core(
-    drives: Sequence[Drive],
-    offsets: Sequence[float],
-    interval_s: float,
-    heading: str,
-    min_excitation: float,
-    fixed: Sequence[bool] = (),
+    drives: Sequence[Drive], offsets: Sequence[float], interval_s: float, heading: str,
+    min_excitation: float, fixed: Sequence[bool] = (),
 ) -> dict[str, Any]:
     """Intervals of every drive, excitation, robust rows and their joint covariance (the
     time offsets of the sessions ``fixed`` marks held, not estimated: no σ)."""
     parts = [
-        intervals_with_rate(d, off, interval_s, heading)
-        for d, off in zip(drives, offsets, strict=True)
+        intervals_with_rate(d, o, interval_s, heading) for d, o in zip(drives, offsets, strict=True)
     ]
     dn, xi, rate = (np.vstack([p[j] for p in parts]) for j in range(3))
     session = np.concatenate([np.full(p[0].shape[0], i) for i, p in enumerate(parts)])
@@ -380,9 +369,8 @@ def _fit_core(
         betas[p], weights[p], rsig[p] = huber_irls(xi[:, cols], dn[:, p])
         resid[p] = dn[:, p] - xi[:, cols] @ betas[p]
     lags = default_hac_lags(session)
-    joint = joint_sandwich(
-        xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives), lags
-    )
+    joint = joint_sandwich(xi[:, cols], rate[:, cols], session, betas, resid, weights, len(drives),
+                           lags)  # fmt: skip
     rows = np.full((n_pods, 3), np.nan)
     cov = np.full((n_pods, 3, 3), np.nan)
     k = cols.size
@@ -409,11 +397,8 @@ def _fit_core(
 
 
 def fit_pods(
-    drives: Sequence[Drive],
-    interval_s: float = 0.5,
-    heading: str = "auto",
-    min_excitation: float = 100.0,
-    counts_per_rev: float | Sequence[float] | None = None,
+    drives: Sequence[Drive], interval_s: float = 0.5, heading: str = "auto",
+    min_excitation: float = 100.0, counts_per_rev: float | Sequence[float] | None = None,
     slip_window_s: float = SLIP_WINDOW_S,
 ) -> PodFit:
     """Fit every pod's distance per tick, rolling angle and lever arm.
@@ -506,28 +491,16 @@ def fit_pods(
     if counts_per_rev is not None:
         cpr = np.broadcast_to(counts_per_rev, n_pods).copy()
     fit = PodFit(
-        names=pod_names,
-        c=c,
-        sigma_c=sc,
-        phi=phi,
-        sigma_phi=sphi,
-        lever=lev,
-        sigma_lever=slev,
+        names=pod_names, c=c, sigma_c=sc, phi=phi, sigma_phi=sphi, lever=lev, sigma_lever=slev,
         counts_per_rev=None if cpr is None else np.asarray(cpr, dtype=float),
-        status=status,
-        rows=rows,
-        row_cov=cov,
-        joint_row_cov=core["joint_rows"],
+        status=status, rows=rows, row_cov=cov, joint_row_cov=core["joint_rows"],
         excitation={k: float(v) for k, v in zip(AXES, snr, strict=True)},
         excited={k: bool(v) for k, v in zip(AXES, excited, strict=True)},
         singular_values=core["sv"],
         time_offsets_s=offsets,
         sigma_time_offsets_s=[float(v) for v in core["offset_sigma"]],
-        labels=[d.label for d in drives],
-        time_offset_identified=[not f for f in fixed],
-        n_intervals=core["n_intervals"],
-        outliers=core["outliers"],
-        residual_sigma=core["rsig"],
+        labels=[d.label for d in drives], time_offset_identified=[not f for f in fixed],
+        n_intervals=core["n_intervals"], outliers=core["outliers"], residual_sigma=core["rsig"],
         options={
             "interval_s": interval_s,
             "max_offset_s": MAX_OFFSET_S,
@@ -538,7 +511,7 @@ def fit_pods(
             "imu_bounce_frames_excluded": n_bounce,
             "imu_refused": imu_refused,
         },
-    )
+    )  # fmt: skip
     turned = None  # two pods: the drives with the IMU's heading as a last counter
     if n_pods == 2 and fit.complete:
         fit.imu_rate_var, fit.imu_bias_walk, fit.imu_note, turned = _fit_imu_heading(
@@ -602,13 +575,12 @@ def _fit_slip(
     if fit.c.size < 3 and fit.imu_rate_var is None:
         return None, "slip law not fitted: two pods give no heading without every session's IMU yaw"
     geometry = PodGeometry(fit.c, fit.phi, fit.lever, fit.names, imu_rate_var=fit.imu_rate_var)
+    interval = float(fit.options["interval_s"])
     try:
         if fit.imu_rate_var is not None and turned is not None:  # the pods against mocap
-            interval = float(fit.options["interval_s"])
             return fit_pod_slip_mocap(turned, geometry, fit.time_offsets_s, interval), ""
         if all(d.imu_yaw is not None for d in drives):
             return fit_pod_slip(drives, geometry, window_s), ""
-        interval = float(fit.options["interval_s"])
         return fit_pod_slip_mocap(drives, geometry, fit.time_offsets_s, interval), ""
     except (FitError, FusionError) as exc:
         return None, f"slip law not fitted: {exc}"
@@ -627,19 +599,16 @@ def _still_pods(
         ab = rows[i, cols]
         C = cov[i][np.ix_(cols, cols)]
         wald = float(ab @ np.linalg.pinv(C, hermitian=True) @ ab) if np.all(np.isfinite(C)) else 0.0
-        if np.sqrt(max(wald, 0.0)) < MIN_ROLL_SIGMA or not np.any(ab):
+        z = np.sqrt(max(wald, 0.0))
+        if z < MIN_ROLL_SIGMA or not np.any(ab):
             ticks = sum(int(np.abs(np.diff(d.counts[:, i])).sum()) for d in drives)
-            out[i] = (f"its counter moved {ticks} ticks in all, its row "
-                      f"{np.sqrt(max(wald, 0.0)):.3g} standard errors from 0, needs "
-                      f"{MIN_ROLL_SIGMA:g}")  # fmt: skip
+            out[i] = (f"its counter moved {ticks} ticks in all, its row {z:.3g} standard errors "
+                      f"from 0, needs {MIN_ROLL_SIGMA:g}")  # fmt: skip
     return out
 
 
 def _derive(
-    rows: np.ndarray,
-    cov: np.ndarray,
-    excited: np.ndarray,
-    why: dict[str, str],
+    rows: np.ndarray, cov: np.ndarray, excited: np.ndarray, why: dict[str, str],
     still: dict[int, str] | None = None,
 ) -> tuple[Any, ...]:
     """c, φ, L and their 1σ from each row (a, b, d) and its covariance; status per pod

@@ -36,9 +36,7 @@ from sensorbench.logs.model_keys import AXES
 
 
 def axis_measurements(
-    dt: np.ndarray,
-    increments: np.ndarray,
-    drift: SlipModel | None = None,
+    dt: np.ndarray, increments: np.ndarray, drift: SlipModel | None = None,
     pods: PodGeometry | None = None,
 ) -> dict[str, AxisInput]:
     """The per-axis filter measurements of one session's body increments (K, 3), with the
@@ -133,12 +131,8 @@ SLIP_SCALE_RANGE = (1e-3, 3.0)
 
 
 def fit_axis(
-    axis: str,
-    series: Sequence[AxisInput],
-    r_min: float,
-    gate: float = NIS_GATE_99,
-    max_frames: int = 3000,
-    stamp_var: float = 0.0,
+    axis: str, series: Sequence[AxisInput], r_min: float, gate: float = NIS_GATE_99,
+    max_frames: int = 3000, stamp_var: float = 0.0,
 ) -> AxisNoiseFit:
     """Fit q, q_jerk, slip_scale and drag_scale (with a slip model) and r (≥ ``r_min``, the
     quantization floor) of one axis in the three stages of docs/PODS.md § "Noise fit":
@@ -160,14 +154,8 @@ def fit_axis(
     def noise_at(x: np.ndarray) -> AxisNoise:
         q, q_jerk, scale, drag = (float(np.exp(x[i])) for i in range(4))
         r = float(r_min + np.exp(x[4]))
-        return AxisNoise(
-            q,
-            r,
-            q_jerk=q_jerk,
-            slip_scale=scale,
-            drag_scale=drag if has_drag else None,
-            stamp_var=stamp_var,
-        )
+        return AxisNoise(q, r, q_jerk=q_jerk, slip_scale=scale,
+                         drag_scale=drag if has_drag else None, stamp_var=stamp_var)
 
     pilot = zoom_search(data, lo, hi, free, r_min, stamp_var=stamp_var)
     pilot_noise = noise_at(pilot.centre)
@@ -227,11 +215,9 @@ def _moment_match(series: Sequence[AxisInput], noise: AxisNoise, gate: float) ->
 
     def at(x: np.ndarray) -> AxisNoise:
         m = np.exp(x)
+        drag = noise.drag_scale * m[2] if noise.drag_scale is not None else None
         return replace(
-            noise,
-            slip_scale=noise.slip_scale * m[0],
-            q_jerk=noise.q_jerk * m[1],
-            drag_scale=noise.drag_scale * m[2] if noise.drag_scale is not None else None,
+            noise, slip_scale=noise.slip_scale * m[0], q_jerk=noise.q_jerk * m[1], drag_scale=drag
         )
 
     def resid(x: np.ndarray) -> np.ndarray:
@@ -287,11 +273,8 @@ class NoiseFit:
 
 
 def fit_noise(
-    sessions: Sequence[str | os.PathLike[str]],
-    geometry: PodGeometry,
-    gate: float = NIS_GATE_99,
-    max_frames: int = 3000,
-    align_interval_s: float | None = None,
+    sessions: Sequence[str | os.PathLike[str]], geometry: PodGeometry, gate: float = NIS_GATE_99,
+    max_frames: int = 3000, align_interval_s: float | None = None,
     drift_interval_s: float = DRIFT_INTERVAL_S,
 ) -> NoiseFit:
     """Fit q and r of the x, y and heading filters from replayed sessions, and, when every
@@ -333,9 +316,7 @@ def fit_noise(
 
 
 def leave_one_out(
-    sessions: Sequence[str | os.PathLike[str]],
-    geometry: PodGeometry,
-    gate: float = NIS_GATE_99,
+    sessions: Sequence[str | os.PathLike[str]], geometry: PodGeometry, gate: float = NIS_GATE_99,
     align_interval_s: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per session, that session replayed against its mocap with the noise fitted on the
@@ -364,9 +345,7 @@ def leave_one_out(
 
 
 def _fit_drift_if_referenced(
-    sessions: Sequence[str | os.PathLike[str]],
-    geometry: PodGeometry,
-    align_interval_s: float,
+    sessions: Sequence[str | os.PathLike[str]], geometry: PodGeometry, align_interval_s: float,
     interval_s: float,
 ) -> tuple[DriftFit | None, str]:
     """The slip model when every session has a reference path, else None and why."""

@@ -25,15 +25,9 @@ if TYPE_CHECKING:
 
 
 def batch_nll(
-    series: AxisInput,
-    q: np.ndarray,
-    r: np.ndarray,
-    gate: float = math.inf,
-    q_jerk: np.ndarray | float = 0.0,
-    slip_scale: np.ndarray | float = 1.0,
-    drag_scale: np.ndarray | float = 1.0,
-    censor: np.ndarray | None = None,
-    stamp_var: float = 0.0,
+    series: AxisInput, q: np.ndarray, r: np.ndarray, gate: float = math.inf,
+    q_jerk: np.ndarray | float = 0.0, slip_scale: np.ndarray | float = 1.0,
+    drag_scale: np.ndarray | float = 1.0, censor: np.ndarray | None = None, stamp_var: float = 0.0,
 ) -> np.ndarray:
     """Negative log-likelihood of one series for many (q, r, q_jerk, slip_scale,
     drag_scale) at once (arrays of one length, or scalars): the compiled axis loop of
@@ -52,11 +46,8 @@ def batch_nll(
             :attr:`~sensorbench.fusion.filter_noise.AxisNoise.stamp_var`), the same for
             every set.
     """
-    params = np.column_stack(
-        np.broadcast_arrays(
-            *(np.asarray(a, dtype=float) for a in (q, r, q_jerk, slip_scale, drag_scale))
-        )
-    )
+    arrays = (np.asarray(a, dtype=float) for a in (q, r, q_jerk, slip_scale, drag_scale))
+    params = np.column_stack(np.broadcast_arrays(*arrays))
     k_n = series.dt.size
     zeros = np.zeros(k_n)
     slip = zeros if series.slip is None else np.asarray(series.slip, dtype=float)
@@ -70,13 +61,9 @@ def batch_nll(
     data = NllSeries(
         dt=np.ascontiguousarray(series.dt, dtype=float),
         z=np.ascontiguousarray(series.z, dtype=float),
-        u=observed_accel(series.dt, series.z),
-        jerk=observed_jerk(series.dt, series.z),
-        jerk_gains=gains,
-        slip=np.ascontiguousarray(slip),
-        drag=np.ascontiguousarray(drag),
-        profile=np.ascontiguousarray(prof),
-        stamp=np.ascontiguousarray(stamp, dtype=float),
+        u=observed_accel(series.dt, series.z), jerk=observed_jerk(series.dt, series.z),
+        jerk_gains=gains, slip=np.ascontiguousarray(slip), drag=np.ascontiguousarray(drag),
+        profile=np.ascontiguousarray(prof), stamp=np.ascontiguousarray(stamp, dtype=float),
         scored=np.ones(k_n, dtype=bool) if series.rest is None else ~np.asarray(series.rest, bool),
         censor=np.full(k_n, np.inf) if censor is None else np.ascontiguousarray(censor, float),
     )
@@ -99,15 +86,9 @@ class Search:
 
 
 def zoom_search(
-    data: Sequence[AxisInput],
-    lo: np.ndarray,
-    hi: np.ndarray,
-    free: Sequence[bool],
-    r_min: float,
-    censor: Sequence[np.ndarray] | None = None,
-    start: Search | None = None,
-    rounds: int = ZOOM_ROUNDS,
-    stamp_var: float = 0.0,
+    data: Sequence[AxisInput], lo: np.ndarray, hi: np.ndarray, free: Sequence[bool], r_min: float,
+    censor: Sequence[np.ndarray] | None = None, start: Search | None = None,
+    rounds: int = ZOOM_ROUNDS, stamp_var: float = 0.0,
 ) -> Search:
     """Minimise the summed :func:`batch_nll` over (ln q, ln q_jerk, ln slip_scale,
     ln drag_scale, ln(r − r_min)) within ``[lo, hi]`` (parameters not ``free`` stay at

@@ -183,14 +183,6 @@ def fit_pod_slip(
     roll, roll_se = float(beta[0]), float(se[0])
     drag, drag_se = (float(beta[1]), float(se[1])) if drag_ok else (roll, float("nan"))
     return SlipFit(
-        PodSlip(w, roll, drag),
-        roll_se,
-        drag_se,
-        np.array([beta[-1]]),
-        int(np.count_nonzero(keep)),
-        int(np.count_nonzero(~keep)),
-        drag_ok,
-        rolled_m,
-        dragged_m,
-        window_s,
+        PodSlip(w, roll, drag), roll_se, drag_se, np.array([beta[-1]]), int(np.count_nonzero(keep)),
+        int(np.count_nonzero(~keep)), drag_ok, rolled_m, dragged_m, window_s,
     )

@@ -83,8 +83,8 @@ def fit_pod_slip_mocap(
     # an IMU's heading row (0, 0, 1) neither slips nor rounds: its c taken infinite
     wheel = np.hypot(w[:, 0], w[:, 1])
     c = np.divide(1.0, wheel, out=np.full(wheel.shape, np.inf), where=wheel > 0)
-    delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep, drive = (
-        _intervals(drives, offsets, w, interval_s)
+    delta, signed, rolled, dragged, travel, ends, by_turn, by_speed, *creep, drive = _intervals(
+        drives, offsets, w, interval_s
     )
     if delta.shape[0] < MIN_INTERVALS:
         raise FitError(f"only {delta.shape[0]} intervals to fit the slip law from")

@@ -24,10 +24,7 @@ def _phases(series: ErrorSeries, dt0: float) -> list[np.ndarray]:
     t = series.t_s
     dt = np.diff(t)
     med = float(np.median(dt))
-    cut = np.zeros(series.n, dtype=bool)
-    cut[0] = True
-    cut[1:] = series.reloc[1:] | (dt > 5 * med)
-    starts = np.flatnonzero(cut)
+    starts = np.flatnonzero(np.r_[True, series.reloc[1:] | (dt > 5 * med)])
     ends = np.append(starts[1:], series.n)
     out = []
     for a, b in zip(starts, ends, strict=True):

@@ -28,12 +28,7 @@ def segment_lengths(series: list[ErrorSeries]) -> np.ndarray:
     """Duration (s) of every relocalization segment: from its first sample to the next start.
 
     The last segment of a session ends at the session's last sample."""
-    out = []
-    for s in series:
-        starts = s.t_s[s.reloc]
-        ends = np.append(starts[1:], s.t_s[-1])
-        out.append(ends - starts)
-    return np.concatenate(out)
+    return np.concatenate([np.diff(s.t_s[s.reloc], append=s.t_s[-1]) for s in series])
 
 
 @dataclass

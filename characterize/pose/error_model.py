@@ -6,6 +6,7 @@ likelihood (docs/POSE_ERROR.md, "The fit", "Model file")."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -95,8 +96,7 @@ def _pack(series: list[ErrorSeries], axes: list[int]) -> _Packed:
         reset[: s.n, c] = s.reloc
         diffuse[: s.n, c] = s.wrong
         w[: s.n, c] = 1.0
-    session, axis = (np.array([c[k] for c in cols]) for k in (0, 1))
-    return _Packed(y, dt, reset, diffuse, w, session, axis)
+    return _Packed(y, dt, reset, diffuse, w, *np.array(cols).T)
 
 
 def _nll_columns(p: _Packed, col: np.ndarray, params: np.ndarray, n_used: int) -> np.ndarray:
@@ -925,14 +925,10 @@ def _cov_from_hessian(hess: np.ndarray, at_bound: np.ndarray) -> np.ndarray:
     d = hess.shape[0]
     cov = np.full((d, d), np.nan)
     free = ~at_bound
-    if free.any():
-        hf = hess[np.ix_(free, free)]
-        try:
-            ev = np.linalg.eigvalsh(hf)
-            if ev.min() > 0:
-                cov[np.ix_(free, free)] = np.linalg.inv(hf)
-        except np.linalg.LinAlgError:
-            pass
+    hf = hess[np.ix_(free, free)]
+    with contextlib.suppress(np.linalg.LinAlgError):
+        if free.any() and np.linalg.eigvalsh(hf).min() > 0:
+            cov[np.ix_(free, free)] = np.linalg.inv(hf)
     return cov
 
 

@@ -137,13 +137,8 @@ def loo_frame_statistics(
     m = np.array([s.error.mean(axis=0) for s in held_out])  # (S, 6) session means
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.sum(m**2 / allowed_var, axis=1)
+    # dof 6 (χ²₆): the allowance is the model's, not estimated from within sessions
     return FrameCheck(
-        [s.name for s in held_out],
-        x,
-        np.asarray(chi2.sf(x, 6), float),
-        m,
-        np.sqrt(allowed_var),
-        6,  # χ²₆: the allowance is the model's, not estimated from within sessions
-        alpha / (n_total or n),
-        method="leave-one-out session means against the noise model",
+        [s.name for s in held_out], x, np.asarray(chi2.sf(x, 6), float), m, np.sqrt(allowed_var),
+        6, alpha / (n_total or n), method="leave-one-out session means against the noise model",
     )

@@ -214,8 +214,7 @@ def _normal_equations(
 def refine(
     pairs: list[tuple[PoseTrack, PoseTrack]], offsets_s: list[float], frame: Frame,
     starts: list[np.ndarray], params: np.ndarray, estimate_offset: bool = True,
-    max_gap_s: float | None = None, fit_frame: bool = True,
-    wrong: list[np.ndarray] | None = None,
+    max_gap_s: float | None = None, fit_frame: bool = True, wrong: list[np.ndarray] | None = None,
 ) -> GroupFit:
     """Gauss-Newton GLS of the time offsets and the shared frame of a group of sessions.
 

@@ -380,9 +380,7 @@ def simulate_errors(
     tau_s, sigma_v (m or rad, s); ``session_sd`` ``(A,)``: sd of an offset constant over
     the series; ``streams`` ``(B, A)`` uint64: each lane's random stream instead of
     ``seed``'s (equal streams, equal normals)."""
-    _, series, a = _simulate(
-        params, t_s, reloc, n_draws, seed, True, session_sd=session_sd, streams=streams
-    )
+    _, series, a = _simulate(params, t_s, reloc, n_draws, seed, True, None, session_sd, streams)
     return np.ascontiguousarray(series.reshape(-1, n_draws, a).transpose(1, 0, 2))
 
 
@@ -406,12 +404,8 @@ def _finish(acc: np.ndarray, n: int, early: np.ndarray, late: np.ndarray, white:
     s1, s2 = acc[ACC_SUM], acc[ACC_SUMSQ]
     mean = s1 / n
     var = s2 / n - mean**2
-    lag = (
-        acc[ACC_LAG]
-        - mean * (s1 - acc[ACC_FIRST])
-        - mean * (s1 - acc[ACC_LAST])
-        + (n - 1) * mean**2
-    )
+    lag = (acc[ACC_LAG] - mean * (s1 - acc[ACC_FIRST]) - mean * (s1 - acc[ACC_LAST])
+           + (n - 1) * mean**2)  # fmt: skip
     with np.errstate(invalid="ignore", divide="ignore"):
         lag1 = lag / (n * var)
         growth = np.sqrt((acc[ACC_LATE] / late.sum()) / (acc[ACC_EARLY] / early.sum()))

@@ -110,14 +110,11 @@ def segment(t_s: np.ndarray, error: np.ndarray, flags: np.ndarray | None = None)
     det_times = t_s[1:][detected[1:]]
     marked = None if flags is None else (np.asarray(flags) & RELOCALIZED_FLAG) > 0
     if marked is not None and marked[1:].any():
-        reloc = marked.copy()
-        method = "flags"
+        reloc, method = marked.copy(), "flags"
     elif detected.any():
-        reloc = detected.copy()
-        method = "detected"
+        reloc, method = detected.copy(), "detected"
     else:
-        reloc = np.zeros(t_s.size, dtype=bool)
-        method = "none"
+        reloc, method = np.zeros(t_s.size, dtype=bool), "none"
     flagged = np.zeros(0) if marked is None else t_s[1:][marked[1:]]
     reloc[0] = True
     return Segmentation(reloc, method, flagged, det_times)
@@ -132,12 +129,9 @@ def unstable_detections(
     offset moved (e.g. by ±2σ). Returned, sorted: every base detection missing (no
     detection within ``tolerance_s``) from any shifted run, and every shifted
     detection with no base detection within ``tolerance_s``."""
-    out = []
-    for x in base_s:
-        if any(sh.size == 0 or np.min(np.abs(sh - x)) > tolerance_s for sh in shifted_s):
-            out.append(float(x))
-    for sh in shifted_s:
-        for x in sh:
-            if base_s.size == 0 or np.min(np.abs(base_s - x)) > tolerance_s:
-                out.append(float(x))
+    def far(x: float, times: np.ndarray) -> bool:
+        return times.size == 0 or np.min(np.abs(times - x)) > tolerance_s
+
+    out = [float(x) for x in base_s if any(far(x, sh) for sh in shifted_s)]
+    out += [float(x) for sh in shifted_s for x in sh if far(x, base_s)]
     return np.unique(np.round(np.array(out), 9))

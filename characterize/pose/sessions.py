@@ -89,10 +89,8 @@ class PreparedSession:
         if al.mode == "none":
             return "none (the sensor reports in the reference frame)"
         if self.alignment_scope == "campaign":
-            scope = f"one transform for {self.campaign_sessions} session(s) (campaign)"
-        else:
-            scope = "this session's own transform"
-        return f"{al.mode}, {scope}"
+            return f"{al.mode}, one transform for {self.campaign_sessions} session(s) (campaign)"
+        return f"{al.mode}, this session's own transform"
 
     def to_dict(self) -> dict:
         """JSON-ready description (alignment, time offset, ATE/RPE, segmentation, sizes)."""
@@ -133,10 +131,8 @@ def _segmented(
     t, e, idx = pose_errors(sensor, reference, al, max_gap_s)
     if t.size < 10:
         raise FitError(f"{name}: only {t.size} sensor poses overlap the reference")
-    flags = None
     valid = sensor.only_valid()
-    if valid.flags is not None:
-        flags = carry_flags(valid.flags, idx)
+    flags = None if valid.flags is None else carry_flags(valid.flags, idx)
     if seg is not None and starts is not None:
         seg = replace(seg, reloc=reset_mask(t, starts))
     elif seg is None or seg.reloc.size != t.size:
@@ -223,27 +219,19 @@ def fit_prepared(
 ) -> PoseErrorModel:
     """Fit the pose-error model over prepared sessions (:func:`fit_pose_error`), recording
     every input file, alignment, segmentation and ``time_offset`` in its provenance."""
-    return fit_pose_error(
-        [ps.series for ps in prepared],
-        sensor=sensor,
-        reference=reference,
-        frame=ERROR_FRAME,
-        inputs=[
-            {
-                "path": str(Path(ps.source).resolve()),
-                "sha256": file_sha256(ps.source),
-                "n_samples": ps.series.n,
-            }
-            for ps in prepared
-        ],
-        extra_provenance={
-            "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
-            "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
-            "time_origin": TIME_ORIGIN,
-            **({} if time_offset is None else {"time_offset": time_offset.to_dict()}),
-        },
-        progress=progress,
-    )
+    inputs = [
+        {"path": str(Path(ps.source).resolve()), "sha256": file_sha256(ps.source),
+         "n_samples": ps.series.n}
+        for ps in prepared
+    ]  # fmt: skip
+    extra = {
+        "alignment": {ps.series.name: ps.alignment.to_dict() for ps in prepared},
+        "segmentation": {ps.series.name: ps.segmentation.to_dict() for ps in prepared},
+        "time_origin": TIME_ORIGIN,
+        **({} if time_offset is None else {"time_offset": time_offset.to_dict()}),
+    }
+    series = [ps.series for ps in prepared]
+    return fit_pose_error(series, sensor, reference, ERROR_FRAME, inputs, extra, progress)
 
 
 ALIGN_MODES = ("auto", "campaign", "session", "none")
@@ -393,13 +381,10 @@ class PreparedCampaign:
         offset and frame: :meth:`GroupFit.induced_variance` averaged over the sessions."""
         if self.fit is None:
             return np.zeros(len(POSE_AXES))
-        return np.mean(
-            [
-                self.fit.induced_variance(self.tracks[j], p.alignment.offset_s, self.max_gap_s)
-                for j, p in zip(self.kept, self.prepared, strict=True)
-            ],
-            axis=0,
-        )
+        return np.mean([
+            self.fit.induced_variance(self.tracks[j], p.alignment.offset_s, self.max_gap_s)
+            for j, p in zip(self.kept, self.prepared, strict=True)
+        ], axis=0)  # fmt: skip
 
     def _series(
         self, j: int, al: Alignment, group: str | None,
@@ -627,9 +612,8 @@ def _kept_alignments(camp: PreparedCampaign, estimate: bool) -> dict[int, Alignm
     elif offset.pooled and estimate:
         for j in kept:
             own = alone[j].alignment
-            alignments[j] = _with_frame(
-                own, offset.offset_s, _frame_of(own, camp.mode), offset.se_s
-            )
+            frame = _frame_of(own, camp.mode)
+            alignments[j] = _with_frame(own, offset.offset_s, frame, offset.se_s)
         camp.fit = _offset_only(alignments[kept[0]], offset.converged)
     return alignments
 

@@ -82,18 +82,15 @@ class SessionCheck:
     def failures(self) -> list[dict[str, Any]]:
         """The failed checks: axis, statistic, observed, simulated band, upper-tail p
         (key ``percentile``), z."""
-        out = []
-        for i, j in zip(*np.nonzero(self.failed), strict=True):
-            out.append({
-                "session": self.name,
-                "axis": POSE_AXES[i],
-                "statistic": STAT_NAMES[j],
-                "observed": float(self.observed[i, j]),
-                "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
-                "percentile": float(self.percentile[i, j]),
-                "z": float(self.z[i, j]),
-            })
-        return out
+        return [{
+            "session": self.name,
+            "axis": POSE_AXES[i],
+            "statistic": STAT_NAMES[j],
+            "observed": float(self.observed[i, j]),
+            "sim_band": [float(self.sim_low[i, j]), float(self.sim_high[i, j])],
+            "percentile": float(self.percentile[i, j]),
+            "z": float(self.z[i, j]),
+        } for i, j in zip(*np.nonzero(self.failed), strict=True)]
 
 
 @dataclass
@@ -342,8 +339,7 @@ def _fold_warnings(folds: list[Fold], excluded: list[str]) -> list[str]:
         f"held out {f.held_out.name}{without}: the GLS time offset and frame fitted to the "
         "other sessions did not converge (or pools offsets that did not): the alignment "
         "it was judged under is not their optimum's"
-        for f in folds
-        if not f.converged
+        for f in folds if not f.converged
     ]
 
 
@@ -389,9 +385,7 @@ def _round(
     refits = None if progress is None else (lambda d, t: progress(d * 1000 // t, 1000 * (n + 1)))
     fits = fit_groups(train, groups, refits)
     out = []
-    for i, ((held, _, inherited, _), f, rng) in enumerate(
-        zip(folds, fits, streams, strict=True)
-    ):
+    for i, ((held, _, inherited, _), f, rng) in enumerate(zip(folds, fits, streams, strict=True)):
         if progress is not None:
             progress(1000 * (i + 1), 1000 * (n + 1))
         m = PoseErrorModel(f)
