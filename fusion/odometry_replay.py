@@ -46,7 +46,6 @@ from sensorbench.fusion.pod_kinematics import (
     bridged_yaw_steps,
     imu_bias_variance,
     imu_heading_steps,
-    pods_at_rest,
     repair_bounces,
 )
 from sensorbench.fusion.split_filter import (
@@ -83,11 +82,12 @@ class OdometryInput:
 
     def increments(
         self, geometry: PodGeometry, repair: bool = True
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
         """Body increments (K, 3) (m, m, rad) through ``W⁻¹``, which frames were
         rebuilt (K,) bool (with an IMU and ``repair``, those where a parallel pod bounced:
         :func:`repair_bounces`) and, with two pods and the IMU's heading, the heading's
-        variance growth (K,) rad² from the gyro bias (:func:`imu_bias_variance`; else None).
+        variance growth (K,) rad² from the gyro bias (:func:`imu_bias_variance`) and which
+        steps are at rest (K,) bool (:func:`imu_heading_steps`'; else Nones).
 
         Raises:
             FusionError: the stream has another number of counters than ``geometry`` pods."""
@@ -106,12 +106,12 @@ class OdometryInput:
                 rest, dt, geometry.imu_rate_var, geometry.imu_bias_walk or 0.0
             )
             inc = body_increments(geometry.W, np.column_stack([self.dn, dtheta]))
-            return inc, np.zeros(len(dt), dtype=bool), grow
+            return inc, np.zeros(len(dt), dtype=bool), grow, rest
         if repair and self.imu_dtheta is not None:
             inc, repaired, _ = repair_bounces(geometry.W, self.dn, self.imu_dtheta)
-            return inc, repaired, None
+            return inc, repaired, None, None
         inc = body_increments(geometry.W, self.dn)
-        return inc, np.zeros(inc.shape[0], dtype=bool), None
+        return inc, np.zeros(inc.shape[0], dtype=bool), None, None
 
 
 def read_odometry(
@@ -607,13 +607,12 @@ def replay_session(
             (ns, None: open).
     """
     odo = read_odometry(path, window_ns=window_ns)
-    inc, repaired, heading_var = odo.increments(geometry, repair)  # refuses other layouts
+    inc, repaired, heading_var, rest = odo.increments(geometry, repair)  # refuses other layouts
     ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
         path, odo, reference, align_interval_s
     )
     skipped_s, unrested_s = 0.0, 0.0
-    if geometry.imu_rate_var is not None:  # the gyro bias is first measured at a rest
-        rest = pods_at_rest(odo.dn, np.diff(odo.t_s))
+    if rest is not None:  # the IMU's heading: the gyro bias is first measured at a rest
         unrested_s = float(odo.t_s[int(np.argmax(rest)) if rest.any() else -1] - odo.t_s[0])
     if ref_t is not None and ref_pose is not None:
         frames = odo.t_s.size
