@@ -341,6 +341,9 @@ class Replay:
         }
 
 
+ReferenceNoise = tuple[np.ndarray, dict[str, float]]
+"""A reference's white-noise variance (3,) and heavy-tailed axes (:func:`reference_noise_tails`)."""
+
 TAIL_RATIO = 4.0
 """A reference axis's mean-square second difference over its robust (MAD) one beyond
 which its noise is called heavy-tailed: ≈ 1 for white Gaussian noise (within 10 % over
@@ -366,26 +369,21 @@ def reference_noise(t_s: np.ndarray, pose: np.ndarray) -> np.ndarray:
     (1.4826·MAD)²/6 of their second differences (noise variance 6σ²) over the triples
     whose two periods agree within 10 %, heading unwrapped; zeros with fewer than 10.
     """
-    d2 = _second_differences(t_s, pose)
-    if d2 is None:
-        return np.zeros(3)
-    mad = np.median(np.abs(d2 - np.median(d2, axis=0)), axis=0)
-    return (1.4826 * mad) ** 2 / 6.0
+    return reference_noise_tails(t_s, pose)[0]
 
 
-def reference_tails(t_s: np.ndarray, pose: np.ndarray) -> dict[str, float]:
-    """The axes of a reference path whose noise is heavy-tailed (bursts, held samples
-    then jumps), each with its mean-square second difference over
-    :func:`reference_noise`'s robust one (dimensionless, > :data:`TAIL_RATIO`): the
-    bursts are not in the reference noise a replay states, so they count as the
-    filter's error."""
+def reference_noise_tails(t_s: np.ndarray, pose: np.ndarray) -> ReferenceNoise:
+    """:func:`reference_noise` and the axes of the path whose noise is heavy-tailed
+    (bursts, held samples then jumps), each with its mean-square second difference over
+    the robust one (dimensionless, > :data:`TAIL_RATIO`): the bursts are not in the
+    reference noise a replay states, so they count as the filter's error."""
     d2 = _second_differences(t_s, pose)
     if d2 is None:
-        return {}
+        return np.zeros(3), {}
     centred = d2 - np.median(d2, axis=0)
     robust = (1.4826 * np.median(np.abs(centred), axis=0)) ** 2
     ratio = np.mean(centred**2, axis=0) / np.maximum(robust, 1e-300)
-    return {a: float(r) for a, r in zip(AXES, ratio, strict=True) if r > TAIL_RATIO}
+    return robust / 6.0, {a: float(r) for a, r in zip(AXES, ratio, strict=True) if r > TAIL_RATIO}
 
 
 def reference_consistency(
@@ -463,10 +461,11 @@ def _reference(
     odo: OdometryInput,
     reference: str,
     align_interval_s: float | None,
-) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, np.ndarray | None, bool]:
+) -> tuple[np.ndarray | None, np.ndarray | None, float, str | None, ReferenceNoise | None, bool]:
     """The reference path on the filters' frame times (s, relative to ``odo.t0_ns``): its
     times, poses (m, m, rad), the encoder-to-reference offset (s), its name, its white
-    noise variance (3,) (None for truth) and whether the session identified the offset (a
+    noise variance (3,) and heavy-tailed axes (:func:`reference_noise_tails`; None for
+    truth) and whether the session identified the offset (a
     robot standing still does not: its alignment cost is flat, and the offset is then 0 s,
     the two streams' common host clock); Nones when the session has no mocap."""
     if reference == "truth":
@@ -493,7 +492,7 @@ def _reference(
     if not identified:
         offset = 0.0
     ref_t = drive.t_ref - offset
-    return ref_t, drive.ref, offset, "mocap", reference_noise(ref_t, drive.ref), identified
+    return ref_t, drive.ref, offset, "mocap", reference_noise_tails(ref_t, drive.ref), identified
 
 
 def _imu_check(
@@ -608,9 +607,10 @@ def replay_session(
     """
     odo = read_odometry(path, window_ns=window_ns)
     inc, repaired, heading_var, rest = odo.increments(geometry, repair)  # refuses other layouts
-    ref_t, ref_pose, offset, ref_name, ref_var, offset_identified = _reference(
+    ref_t, ref_pose, offset, ref_name, ref_noise, offset_identified = _reference(
         path, odo, reference, align_interval_s
     )
+    ref_var, ref_tails = (None, {}) if ref_noise is None else ref_noise
     skipped_s, unrested_s = 0.0, 0.0
     if rest is not None:  # the IMU's heading: the gyro bias is first measured at a rest
         unrested_s = float(odo.t_s[int(np.argmax(rest)) if rest.any() else -1] - odo.t_s[0])
@@ -690,9 +690,7 @@ def replay_session(
             if ref_var is None
             else dict(zip(AXES, map(float, np.sqrt(ref_var)), strict=True)),
             # axes whose reference noise is heavy-tailed: its bursts count as the error
-            "reference_heavy_tailed": {}
-            if ref_var is None or ref_t is None
-            else reference_tails(ref_t, ref_pose),
+            "reference_heavy_tailed": ref_tails,
             # where this session's motion lies outside the calibration drives' reach
             "outside_reach": []
             if noise.reach is None
