@@ -110,15 +110,11 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
         pods_firmware: str | None, as_json: bool) -> None:
     """``demo --live``: the emulated robot live, the view on ``foxglove_addr``; the pod MCU
     the ``pods_firmware`` image under simavr when given."""
+    from sensorbench.commands.live import end_live_run
     from sensorbench.commands.progress import StatusPrinter
     from sensorbench.demo.live import MODELS, run_live_demo
     from sensorbench.drivers.capture_display import format_summary
-    from sensorbench.live.runtime import (
-        format_live_status,
-        format_live_summary,
-        live_failures,
-        live_summary,
-    )
+    from sensorbench.live.runtime import format_live_status
     from sensorbench.live.udp import parse_address
     from sensorbench.sim.serve import stop_on_signals
 
@@ -141,18 +137,9 @@ def _live_demo(out_dir: Path, foxglove_addr: str, duration_s: float | None,
             on_status=None if as_json else status, pods_firmware=pods_firmware,
         )  # fmt: skip
     printer.done()  # nothing to end under --json: it never drew
-    summary = live_summary(run.runtime)
-    code, why = live_failures(run.result, run.runtime)
-    ok = code == 0
-    if as_json:
-        click.echo(to_json({"session": str(run.session), "ok": ok, "live": summary}))
-    else:
+    if not as_json:
         click.echo(format_summary(run.result))
-        click.echo(format_live_summary(summary))
-        click.echo(
-            f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
-            f"--noise {MODELS / 'noise-emulated.toml'} --no-repair")
-    for line in why:
-        click.echo(f"error: {line}", err=True)
-    if not ok:
-        click.get_current_context().exit(code)
+    end_live_run(run.result, run.runtime, as_json,
+        lambda ok: {"session": str(run.session), "ok": ok},
+        f"replay it: sensorbench replay {run.session} --pods {MODELS / 'pods-emulated.toml'} "
+        f"--noise {MODELS / 'noise-emulated.toml'} --no-repair")  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,14 +102,7 @@ def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | Non
     for good, the filters or the merge failed on their input or a publisher failed, 2 on
     bad input or a full disk (the file closed intact).
     """
-    from sensorbench.live.runtime import (
-        LiveOptions,
-        LiveRuntime,
-        format_live_status,
-        format_live_summary,
-        live_failures,
-        live_summary,
-    )
+    from sensorbench.live.runtime import LiveOptions, LiveRuntime, format_live_status
     from sensorbench.live.udp import parse_address
     from sensorbench.live.ws_gate import ws_url
 
@@ -143,17 +137,29 @@ def live_cmd(ctx: click.Context, recording: cap.Recording, pods_path: Path | Non
             as_json, consumer=runtime)  # fmt: skip
     finally:
         runtime.close()
-    summary = live_summary(runtime)
-    if as_json:
-        click.echo(to_json(cap.capture_doc(result) | {"live": summary}))
-    else:
+    if not as_json:
         cap.echo_result(result)
-        click.echo(format_live_summary(summary))
+    end_live_run(result, runtime, as_json, lambda _ok: cap.capture_doc(result))
+
+
+def end_live_run(result: Any, runtime: Any, as_json: bool, doc: Callable[[bool], dict[str, Any]],
+        tail: str = "") -> None:
+    """End a live run's command: with ``as_json`` the document ``doc(ok)`` with the live
+    summary (:func:`~sensorbench.live.runtime.live_summary`) under "live", else that
+    summary's lines and ``tail``; then each failure as an ``error:`` line (stderr) and exit
+    1 when the run failed (2: a full disk; :func:`~sensorbench.live.runtime.live_failures`)."""
+    from sensorbench.live.runtime import format_live_summary, live_failures, live_summary
+
+    summary = live_summary(runtime)
     code, why = live_failures(result, runtime)
+    if as_json:
+        click.echo(to_json(doc(code == 0) | {"live": summary}))
+    else:
+        click.echo(format_live_summary(summary) + (f"\n{tail}" if tail else ""))
     for line in why:
         click.echo(f"error: {line}", err=True)
     if code:
-        ctx.exit(code)  # 2: a full disk
+        click.get_current_context().exit(code)
 
 
 def preflight(config: Any, output: str, allow_missing: bool) -> None:
