@@ -189,12 +189,7 @@ class FitSummary:
         doc = self.model.to_dict()
         doc["warnings"] = self.warnings
         doc["sessions"] = [ps.to_dict() for ps in prepared]
-        doc["rms"] = {
-            ps.series.name: dict(
-                zip(POSE_AXES, np.sqrt(np.mean(ps.series.error**2, axis=0)).tolist(), strict=True)
-            )
-            for ps in prepared
-        }
+        doc["rms"] = {ps.series.name: r for ps, r in zip(prepared, self.session_rms(), strict=True)}
         doc["allan"] = {
             a: {k: v for k, v in self.allan[a].items() if "adev" not in k} for a in POSE_AXES
         }
@@ -204,6 +199,11 @@ class FitSummary:
         doc["frames"] = None if frames is None else frames.to_dict()
         doc["time_offset"] = self.campaign.time_offset.to_dict()
         return doc
+
+    def session_rms(self) -> list[dict[str, float]]:
+        """Each prepared session's RMS error per axis (m; rad for the rotations)."""
+        rms = [np.sqrt(np.mean(ps.series.error**2, axis=0)) for ps in self.campaign.prepared]
+        return [dict(zip(POSE_AXES, r.tolist(), strict=True)) for r in rms]
 
     def lines(self) -> list[str]:
         """The text ``fit pose-error`` prints (without warnings, model file and figures)."""
@@ -217,10 +217,9 @@ class FitSummary:
         if camp.decision:
             out.append(f"frame alignment: {camp.decision}")
         out.append(offset_line(camp.time_offset))
-        for ps in camp.prepared:
+        for ps, rms in zip(camp.prepared, self.session_rms(), strict=True):
             s = ps.series
-            rms = zip(POSE_AXES, np.sqrt(np.mean(s.error**2, axis=0)), strict=True)
-            shown = ", ".join(f"{a} {fmt(r, AXIS_UNITS[a]).strip()}" for a, r in rms)
+            shown = ", ".join(f"{a} {fmt(r, AXIS_UNITS[a]).strip()}" for a, r in rms.items())
             out.append(f"{s.name}: {s.n} samples over {s.duration_s:.1f} s, {relocalizations(ps)}")
             out.append(f"  RMS error: {shown}")
             out += [f"  {line}" for line in trajectory_lines(ps)]
