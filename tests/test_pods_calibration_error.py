@@ -86,10 +86,15 @@ def test_fitted_row_covariance_reaches_the_model_file_and_back(tmp_path) -> None
     fit = fit_pods([load_drive(simulate(tmp_path, n, 40 + i)) for i, n in enumerate(DRIVES)])
     geo = fit.geometry()
     assert geo.row_cov is not None and geo.row_cov.shape == (9, 9)
-    # its diagonal blocks are the per-pod covariances the σ of c, φ, L come from
-    for i in range(3):
+    # its diagonal blocks give the σ of c, φ, L the fit states, to first order in the rows
+    # (a, b, d) = (cos φ, sin φ, L)/c
+    for i, (a, b, d) in enumerate(geo.W):
         block = geo.row_cov[3 * i : 3 * i + 3, 3 * i : 3 * i + 3]
-        np.testing.assert_allclose(block, fit.row_cov[i])
+        c, h2 = fit.c[i], a * a + b * b
+        jc = np.array([-a * c**3, -b * c**3, 0.0])
+        jac = {"c": jc, "phi": np.array([-b / h2, a / h2, 0.0]), "lever": d * jc + [0, 0, c]}
+        for k, j in jac.items():
+            np.testing.assert_allclose(np.sqrt(j @ block @ j), getattr(fit, f"sigma_{k}")[i])
     path = fit.save(tmp_path / "pods.toml", {"test": True})
     back = load_pod_model(path)
     np.testing.assert_allclose(back.row_cov, geo.row_cov, rtol=1e-12)

@@ -138,8 +138,6 @@ class PodFit:
     sigma_lever: np.ndarray
     counts_per_rev: np.ndarray | None
     status: list[dict[str, str]]
-    rows: np.ndarray  # (N, 3) fitted (a, b, d), NaN where the column was dropped
-    row_cov: np.ndarray  # (N, 3, 3)
     joint_row_cov: np.ndarray | None  # (3N, 3N) when every direction was excited
     excitation: dict[str, float]
     excited: dict[str, bool]
@@ -493,7 +491,7 @@ def fit_pods(
     fit = PodFit(
         names=pod_names, c=c, sigma_c=sc, phi=phi, sigma_phi=sphi, lever=lev, sigma_lever=slev,
         counts_per_rev=None if cpr is None else np.asarray(cpr, dtype=float),
-        status=status, rows=rows, row_cov=cov, joint_row_cov=core["joint_rows"],
+        status=status, joint_row_cov=core["joint_rows"],
         excitation={k: float(v) for k, v in zip(AXES, snr, strict=True)},
         excited={k: bool(v) for k, v in zip(AXES, excited, strict=True)},
         singular_values=core["sv"],
