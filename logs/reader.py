@@ -26,6 +26,7 @@ from sensorbench.logs.schema import (
     SCHEMA_VERSION,
     STREAM_COLUMNS,
     FileStatus,
+    attr_value,
 )
 from sensorbench.logs.swmr_read import open_swmr
 from sensorbench.logs.update_lock import locked_by_writer
@@ -34,21 +35,11 @@ from sensorbench.logs.values import batch_problems, structure_problems
 B = TypeVar("B", LidarTurns, EncoderBatch, PoseBatch)
 
 
-def _decode(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
 def attrs_dict(obj: h5py.HLObject) -> dict[str, Any]:
     """HDF5 attributes as plain Python values (JSON-encoded dicts are decoded)."""
     out: dict[str, Any] = {}
     for key, value in obj.attrs.items():
-        value = _decode(value)
+        value = attr_value(value)
         if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
             with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
@@ -356,8 +347,8 @@ def open_h5(
         except OSError as again:
             raise SessionError(_unopenable(path, head, again)) from again
     try:
-        fmt = _decode(_root_attr(path, f, "format", ""))
-        version = _decode(_root_attr(path, f, "schema_version", -1))
+        fmt = attr_value(_root_attr(path, f, "format", ""))
+        version = attr_value(_root_attr(path, f, "schema_version", -1))
         if fmt != FORMAT_NAME:
             raise SessionError(f"{path}: an HDF5 file, but not a sensorbench session")
         if not isinstance(version, int) or isinstance(version, bool):
@@ -442,12 +433,12 @@ class Session:
     @property
     def label(self) -> str:
         """The session's label (e.g. ``square``)."""
-        return str(_decode(self.h5.attrs.get("label", "")))
+        return str(attr_value(self.h5.attrs.get("label", "")))
 
     @property
     def config_text(self) -> str:
         """The robot configuration text recorded with the session."""
-        return str(_decode(self.h5.attrs.get("config_text", "")))
+        return str(attr_value(self.h5.attrs.get("config_text", "")))
 
     @property
     def status(self) -> FileStatus:
@@ -506,7 +497,7 @@ class Session:
         """Every event, in the order written."""
         rows = self.h5["events"][:]
         return [
-            Event(int(r["t_ns"]), _decode(r["source"]), _decode(r["kind"]), _decode(r["message"]))
+            Event(int(r["t_ns"]), *(attr_value(r[k]) for k in ("source", "kind", "message")))
             for r in rows
         ]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 from enum import IntEnum, IntFlag
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +108,14 @@ MAX_NAME_BYTES = EVENT_DTYPE["source"].itemsize
 KIND_NAMES = {"pods": "encoder", "ld19": "lidar", "a1": "lidar", "mocap": "pose",
               "pose_sensor": "pose", "estimate": "pose"}  # fmt: skip
 """Default stream names that belong to one kind of stream; no other kind may take them."""
+
+
+def attr_value(value: Any) -> Any:
+    """An HDF5 attribute or field value as plain Python: bytes as UTF-8 text (bytes that
+    do not decode replaced), numpy scalars and arrays as numbers and lists."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value.tolist() if isinstance(value, np.generic | np.ndarray) else value
 
 
 def name_conflict(kind: str, name: str, existing: list[tuple[str, str]]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sensorbench.errors import OutputError
+from sensorbench.logs.schema import attr_value
 
 DEFAULT_WAIT_S = 60.0
 """How long a second writer waits for the lock before it is refused (s)."""
@@ -191,21 +192,17 @@ class WriterState:
     text: str
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def writer_alive(attrs: Any) -> WriterState:
     """Judge the writer record in ``attrs`` (the ``/_status`` attributes)."""
     if "writer_pid" not in attrs:
         return WriterState(False, "no writer record (the file predates writer records)")
     pid = int(attrs["writer_pid"])
-    host = _text(attrs.get("writer_host", ""))
-    started = _text(attrs.get("writer_started_utc", "?"))
+    host = str(attr_value(attrs.get("writer_host", "")))
+    started = str(attr_value(attrs.get("writer_started_utc", "?")))
     who = f"pid {pid} on host {host}, started {started}"
     if host != socket.gethostname():
         return WriterState(None, who)
-    boot = _text(attrs.get("writer_boot_id", ""))
+    boot = str(attr_value(attrs.get("writer_boot_id", "")))
     if boot and _boot_id() and boot != _boot_id():
         return WriterState(False, who + " (before the last reboot)")
     ticks = _start_ticks(pid)
