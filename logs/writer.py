@@ -296,11 +296,7 @@ class SessionWriter:
         self, kind: str, name: str, attrs: dict[str, Any] | None, n_counts: int = 0
     ) -> h5py.Group:
         """A new stream's group with its columns (``n_counts``: an encoder's counters)."""
-        if self._thread is not None and self.swmr:
-            raise SessionError(
-                f"cannot add {kind} stream {name!r}: the writer has started (SWMR freezes the "
-                "layout); declare every stream before the first append"
-            )
+        self._check_layout_open(f"add {kind} stream {name!r}", "declare every stream")
         if (kind, name) in self._streams:
             raise SessionError(f"{kind} stream {name!r} declared twice")
         problem = name_conflict(kind, name, list(self._streams))
@@ -379,23 +375,25 @@ class SessionWriter:
 
     def add_columns(self, kind: str, name: str, columns: dict[str, np.ndarray]) -> None:
         """Store whole optional columns of a declared stream at once (an import's)."""
-        self._check_layout_open(f"columns of {kind} stream {name!r}")
+        self._check_layout_open(f"write columns of {kind} stream {name!r}")
         for col, data in columns.items():
             self._streams[(kind, name)].group.create_dataset(col, data=data)
 
     def set_truth(self, path: str, data: np.ndarray, attrs: dict[str, Any] | None = None) -> None:
         """Store a truth array at ``/truth/<path>`` (simulated sessions only)."""
-        self._check_layout_open("truth")
+        self._check_layout_open("write truth")
         _set_attrs(self._file["truth"].create_dataset(path, data=np.asarray(data)), attrs)
 
     def set_truth_attrs(self, attrs: dict[str, Any], path: str = "") -> None:
         """Set attributes on ``/truth`` (or on a truth dataset/group at ``path``)."""
-        self._check_layout_open("truth attributes")
+        self._check_layout_open("write truth attributes")
         _set_attrs(self._file["truth"] if not path else self._file["truth"][path], attrs)
 
-    def _check_layout_open(self, what: str) -> None:
+    def _check_layout_open(self, what: str, instead: str = "write it") -> None:
+        """Refuse to ``what`` once a SWMR writer has started: SWMR freezes the layout."""
         if self._thread is not None and self.swmr:
-            raise SessionError(f"cannot write {what} after start() of a SWMR writer")
+            raise SessionError(f"cannot {what}: the writer has started (SWMR freezes the "
+                               f"layout); {instead} before the first append")  # fmt: skip
 
     # -- running -----------------------------------------------------------------
 

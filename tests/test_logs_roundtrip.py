@@ -180,6 +180,8 @@ def test_declaring_after_start_is_refused(tmp_path: Path) -> None:
     w.start()
     with pytest.raises(SessionError, match="declare every stream before"):
         w.add_lidar("b")
+    with pytest.raises(SessionError, match=r"cannot write truth: .*SWMR freezes the layout"):
+        w.set_truth("x", np.zeros(2))
     w.close()
 
 
